@@ -1,0 +1,82 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use docflow_config::{KafkaArgs, RegistryArgs, TelemetryArgs};
+
+use crate::{dev, schemas, topics};
+
+/// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
+#[derive(Debug, Parser)]
+#[command(name = "docflow", version)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+
+    /// Logging.
+    #[command(flatten)]
+    pub(crate) telemetry: TelemetryArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start the embedded stack (broker + schema registry), declare topics, register schemas,
+    /// and push the sample documents through it.
+    Dev(dev::DevArgs),
+    /// Schema contract tools.
+    #[command(subcommand)]
+    Schemas(SchemasCommand),
+    /// Topic tools.
+    #[command(subcommand)]
+    Topics(TopicsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SchemasCommand {
+    /// Check that every version under the schemas directory is compatible with all earlier
+    /// versions of its topic (the CI gate).
+    Check {
+        /// The schemas directory.
+        #[arg(long, default_value = "schemas")]
+        dir: PathBuf,
+        /// Compatibility level to enforce.
+        #[arg(long, default_value = "BACKWARD_TRANSITIVE")]
+        level: docflow_events::CompatibilityLevel,
+    },
+    /// Register the newest schema of every topic with the registry.
+    Register {
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TopicsCommand {
+    /// Create docflow's topics where they do not exist.
+    Create {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        /// Partitions of doc.uploaded (the ceiling of consumer parallelism per group).
+        #[arg(long, default_value_t = topics::UPLOADED_PARTITIONS)]
+        uploaded_partitions: i32,
+        /// Replication factor (3 in production).
+        #[arg(long, default_value_t = 1)]
+        replication: i32,
+    },
+}
+
+impl Cli {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Dev(args) => dev::run(args).await,
+            Command::Schemas(SchemasCommand::Check { dir, level }) => schemas::check(&dir, level),
+            Command::Schemas(SchemasCommand::Register { registry }) => {
+                schemas::register(&registry).await
+            }
+            Command::Topics(TopicsCommand::Create {
+                kafka,
+                uploaded_partitions,
+                replication,
+            }) => topics::create(&kafka, uploaded_partitions, replication).await,
+        }
+    }
+}

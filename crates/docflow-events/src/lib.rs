@@ -1,0 +1,41 @@
+//! The event contract of docflow.
+//!
+//! * [`schema`]: the Avro schemas of every topic, embedded from `schemas/` at the
+//!   workspace root, which is the single source of truth.
+//! * [`types`]: Rust types for those schemas ([`DocUploaded`], [`DocProcessed`]).
+//! * [`wire`]: the Confluent wire format (magic byte 0, 4-byte big-endian schema id, Avro body).
+//! * [`codec`]: encode/decode events through a schema registry.
+//! * [`compat`]: Avro compatibility levels, shared by the registry and the schema history check.
+//!
+//! Decoding never panics: garbage, a wrong magic byte, an unknown schema id or a body that
+//! does not match its schema each give a typed [`CodecError`].
+
+pub mod codec;
+pub mod compat;
+pub mod schema;
+pub mod types;
+pub mod wire;
+
+pub use codec::{CodecError, EventCodec};
+pub use compat::{CompatibilityLevel, check_compatibility};
+pub use schema::{Event, SchemaError};
+pub use types::{DocProcessed, DocUploaded, Outcome, document_id};
+pub use wire::WireError;
+
+/// Topic names of the pipeline.
+pub mod topics {
+    /// Documents accepted by ingest.
+    pub const DOC_UPLOADED: &str = "doc.uploaded";
+    /// Stage results.
+    pub const DOC_PROCESSED: &str = "doc.processed";
+
+    /// The dead-letter topic of `group` for records of `topic`: `<topic>.dlq.<group>`.
+    pub fn dead_letter(topic: &str, group: &str) -> String {
+        format!("{topic}.dlq.{group}")
+    }
+
+    /// The registry subject of a topic's values (Confluent TopicNameStrategy).
+    pub fn value_subject(topic: &str) -> String {
+        format!("{topic}-value")
+    }
+}

@@ -1,0 +1,159 @@
+//! Database access shared by docflow services.
+//!
+//! One [`sqlx::AnyPool`] over SQLite (the default: a file, created when missing) or
+//! PostgreSQL (`DATABASE_URL=postgres://...`). SQL in docflow is written once in the common
+//! subset of both dialects (`$1` placeholders, `BIGINT`, `TEXT`), so every query runs on both
+//! and both are tested.
+
+use std::sync::Once;
+use std::time::Duration;
+
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+
+pub mod scratch;
+
+/// Which database a URL points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file (or `:memory:`).
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of a sqlx URL.
+    pub fn of(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::UnsupportedUrl(redact(url)))
+        }
+    }
+}
+
+/// Database errors, split by who can fix them.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no supported database.
+    #[error("unsupported database URL {0:?}: use sqlite://FILE or postgres://...")]
+    UnsupportedUrl(String),
+    /// The database cannot be reached (transient).
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed.
+    #[error("database error: {0}")]
+    Query(#[source] sqlx::Error),
+}
+
+impl StoreError {
+    /// Whether the error means "database unavailable" (connection refused, pool exhausted or
+    /// closed, I/O), as opposed to a bad query or a constraint.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Unavailable(_) => true,
+            StoreError::Query(e) => is_unavailable(e),
+            _ => false,
+        }
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_unavailable(&e) {
+            StoreError::Unavailable(e)
+        } else {
+            StoreError::Query(e)
+        }
+    }
+}
+
+/// Whether a sqlx error means the database is unreachable rather than the query wrong.
+pub fn is_unavailable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
+/// Whether a sqlx error is a unique-constraint violation (someone else won a race).
+pub fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// Strips the password from a URL for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Opens a pool. SQLite files are created when missing.
+pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreError> {
+    static DRIVERS: Once = Once::new();
+    DRIVERS.call_once(sqlx::any::install_default_drivers);
+
+    let url = match Backend::of(url)? {
+        Backend::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}mode=rwc")
+        }
+        _ => url.to_owned(),
+    };
+    let pool = AnyPoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&url)
+        .await
+        .map_err(StoreError::Unavailable)?;
+    tracing::debug!(url = %redact(&url), "database pool open");
+    Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_and_redaction() {
+        assert_eq!(Backend::of("sqlite://a.db").unwrap(), Backend::Sqlite);
+        assert_eq!(Backend::of("postgres://u@h/db").unwrap(), Backend::Postgres);
+        assert!(Backend::of("mysql://x").is_err());
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[tokio::test]
+    async fn sqlite_file_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let pool = connect(&format!("sqlite://{}", path.display()), 2)
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (a BIGINT)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert!(path.exists());
+    }
+}
