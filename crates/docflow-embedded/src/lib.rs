@@ -127,6 +127,7 @@ pub enum Storage {
 /// A Nisshi broker child process on a free loopback port.
 #[derive(Debug)]
 pub struct Broker {
+    bin: PathBuf,
     child: Option<Child>,
     port: u16,
     storage: Storage,
@@ -142,12 +143,18 @@ impl Broker {
 
     /// Starts a broker with `storage` in a new temporary directory.
     pub async fn start_with(storage: Storage) -> Result<Self, EmbeddedError> {
+        Self::start_binary(&broker_binary()?, storage).await
+    }
+
+    /// Starts the broker binary `bin` with `storage` in a new temporary directory.
+    pub async fn start_binary(bin: &Path, storage: Storage) -> Result<Self, EmbeddedError> {
         let dir = tempfile::Builder::new()
             .prefix("docflow-broker-")
             .tempdir()
             .map_err(io("creating broker directory"))?
             .keep();
         let mut broker = Broker {
+            bin: bin.to_path_buf(),
             child: None,
             port: free_port()?,
             storage,
@@ -162,6 +169,7 @@ impl Broker {
     pub async fn start_in(dir: &Path, port: u16, storage: Storage) -> Result<Self, EmbeddedError> {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         let mut broker = Broker {
+            bin: broker_binary()?,
             child: None,
             port,
             storage,
@@ -202,7 +210,7 @@ impl Broker {
     }
 
     async fn spawn(&mut self) -> Result<(), EmbeddedError> {
-        let bin = broker_binary()?;
+        let bin = self.bin.clone();
         let url = format!("tcp://127.0.0.1:{}", self.port);
         let storage = match self.storage {
             Storage::Memory => "memory://nisshi/".to_owned(),
@@ -375,5 +383,110 @@ impl Drop for EmbeddedRegistry {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docflow_runtime::admin::{TopicSpec, ensure_topics};
+    use docflow_runtime::producer::idempotent_producer;
+    use rdkafka::Message;
+    use rdkafka::consumer::StreamConsumer;
+    use rdkafka::producer::FutureRecord;
+
+    async fn produce(kafka: &KafkaArgs, topic: &str, n: usize) {
+        let producer = idempotent_producer(kafka, "embedded-test").unwrap();
+        for i in 0..n {
+            let key = format!("k{i}");
+            producer
+                .send(
+                    FutureRecord::to(topic).key(&key).payload(&key),
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+    }
+
+    async fn consume_all(kafka: &KafkaArgs, topic: &str, n: usize) -> Vec<String> {
+        let consumer: StreamConsumer = kafka
+            .client_config("embedded-test")
+            .set("group.id", unique_name("g"))
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        consumer.subscribe(&[topic]).unwrap();
+        let mut got = Vec::new();
+        while got.len() < n {
+            let m = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
+                .await
+                .expect("timed out consuming")
+                .unwrap();
+            got.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap());
+        }
+        got.sort();
+        got
+    }
+
+    #[tokio::test]
+    async fn brokers_get_their_own_ports() {
+        let a = Broker::start().await.unwrap();
+        let b = Broker::start().await.unwrap();
+        assert_ne!(a.bootstrap_servers(), b.bootstrap_servers());
+        assert!(!a.bootstrap_servers().ends_with(":9092"));
+        let topic = unique_name("own");
+        ensure_topics(
+            &a.kafka_args(),
+            &[TopicSpec::new(&topic, 2)],
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        let on_b = docflow_runtime::admin::partition_count(
+            &b.kafka_args(),
+            &topic,
+            Duration::from_secs(5),
+        );
+        assert!(
+            !matches!(on_b, Ok(Some(_))),
+            "a topic on one broker must not appear on another: {on_b:?}"
+        );
+    }
+
+    /// SQLite storage keeps acknowledged records across a SIGKILL of the broker.
+    #[tokio::test]
+    async fn sqlite_storage_survives_kill_9() {
+        let mut broker = Broker::start_with(Storage::Sqlite).await.unwrap();
+        let kafka = broker.kafka_args();
+        let topic = unique_name("durable");
+        ensure_topics(
+            &kafka,
+            &[TopicSpec::new(&topic, 3)],
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        produce(&kafka, &topic, 30).await;
+        broker.restart().await.unwrap();
+        let got = consume_all(&kafka, &topic, 30).await;
+        let mut want: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    /// A broker that dies at start is reported with its exit status and log.
+    #[tokio::test]
+    async fn a_broker_that_exits_is_reported() {
+        let err = Broker::start_binary(Path::new("/bin/false"), Storage::Memory)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, EmbeddedError::BrokerNotReady { reason, .. } if reason.contains("exited")),
+            "{err}"
+        );
+        assert!(unique_name("t").starts_with("t-"));
+        assert_ne!(unique_name("t"), unique_name("t"));
     }
 }

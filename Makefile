@@ -1,0 +1,48 @@
+# docflow — the front door. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/docflow
+# Build outputs live outside the clone, so fresh clones (CI) reuse them.
+export CARGO_TARGET_DIR ?= $(CACHE)/target
+export DOCFLOW_BROKER_BIN ?= $(CURDIR)/.tools/bin/nisshi
+
+CARGO ?= cargo
+NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+
+.DEFAULT_GOAL := help
+.PHONY: help tools run test lint fmt fmt-check clippy schemas-check registry
+
+help: ## List targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+tools: ## Install the embedded broker (Nisshi) into the cache and link .tools/bin/nisshi
+	@./scripts/install-broker.sh
+
+run: tools ## Start the embedded stack and push the sample documents through it end to end
+	@$(CARGO) build --quiet -p docflow-cli
+	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
+
+test: tools ## Run every test: unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
+ifeq ($(NEXTEST),yes)
+	$(CARGO) nextest run --workspace --no-fail-fast
+else
+	$(CARGO) test --workspace --no-fail-fast
+endif
+
+schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones
+	$(CARGO) run --quiet -p docflow-cli -- schemas check --dir schemas --level BACKWARD_TRANSITIVE
+
+lint: fmt-check clippy ## Formatting and clippy (-D warnings)
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+registry: ## Run the schema registry alone on 127.0.0.1:8081 (SQLite file .run/registry.db)
+	@mkdir -p .run
+	$(CARGO) run --quiet -p docflow-registry -- --database-url sqlite://.run/registry.db
