@@ -4,11 +4,13 @@
 //! `#[command(flatten)]` the blocks they need, so `--kafka-bootstrap-servers` and
 //! `KAFKA_BOOTSTRAP_SERVERS` mean the same thing everywhere.
 
+mod consumer;
 mod database;
 mod kafka;
 mod registry;
 mod telemetry;
 
+pub use consumer::ConsumerArgs;
 pub use database::DatabaseArgs;
 pub use kafka::{KafkaArgs, SaslMechanism, SecurityProtocol};
 pub use registry::RegistryArgs;

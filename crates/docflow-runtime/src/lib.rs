@@ -1,11 +1,24 @@
 //! docflow's Kafka runtime.
 //!
 //! This crate is where every service gets its Kafka clients, so the delivery guarantees are
-//! written once: [`admin`] declares topics idempotently; [`producer`] builds the idempotent,
-//! `acks=all` producer used for every output and dead-letter write.
+//! written once: [`consumer`] is the at-least-once consumer runtime (pooled workers, offset
+//! watermark, retries, DLQ, pause/resume, rebalances, shutdown); [`admin`] declares topics
+//! idempotently; [`producer`] builds the idempotent, `acks=all` producer used for every output
+//! and dead-letter write; [`metrics`] and [`trace`] carry telemetry.
 
 pub mod admin;
+pub mod consumer;
+pub mod dlq;
+pub mod handler;
+pub mod metrics;
 pub mod producer;
+pub mod retry;
+pub mod shutdown;
+pub mod trace;
+
+pub use consumer::{ConsumerSpec, run};
+pub use handler::{Handler, HandlerError, Record};
+pub use metrics::{ConsumerMetrics, Health};
 
 /// Kafka runtime errors.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +43,15 @@ pub enum RuntimeError {
     /// Something did not happen in time.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A metric could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(String),
+    /// Local I/O (binding, threads).
+    #[error("{0}")]
+    Io(String),
+    /// The poll thread failed.
+    #[error("poll loop: {0}")]
+    PollThread(String),
 }
 
 impl RuntimeError {

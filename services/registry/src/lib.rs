@@ -82,29 +82,6 @@ pub async fn serve(
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config.database, config.default_compatibility).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    serve(store, listener, shutdown_signal()).await?;
+    serve(store, listener, docflow_runtime::shutdown::signal()).await?;
     Ok(())
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received");
 }

@@ -1,0 +1,168 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, TelemetryArgs};
+use docflow_runtime::metrics::{bind_admin, serve_admin};
+use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
+use sqlx::AnyPool;
+
+/// Command line of `docflow-testbed`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "docflow-testbed",
+    about = "Consumer replica with a synthetic handler"
+)]
+pub(crate) struct Config {
+    /// Topic to consume.
+    #[arg(long, env = "DOCFLOW_TESTBED_TOPIC")]
+    topic: String,
+    /// Consumer group.
+    #[arg(long, env = "DOCFLOW_TESTBED_GROUP")]
+    group: String,
+    /// Handler time per record, milliseconds.
+    #[arg(long, default_value_t = 1)]
+    work_ms: u64,
+    /// Handler time of a slow record, milliseconds (heavy tail).
+    #[arg(long, default_value_t = 0)]
+    slow_ms: u64,
+    /// Percent of records that are slow.
+    #[arg(long, default_value_t = 0.0)]
+    slow_percent: f64,
+    /// Payloads starting with this fail permanently (dead-lettered at once).
+    #[arg(long, default_value = "poison")]
+    poison_prefix: String,
+    /// Payloads starting with this fail transiently on their first `flaky_failures` attempts.
+    #[arg(long, default_value = "flaky")]
+    flaky_prefix: String,
+    /// Transient failures of a flaky record before it succeeds.
+    #[arg(long, default_value_t = 2)]
+    flaky_failures: u32,
+    #[command(flatten)]
+    kafka: KafkaArgs,
+    #[command(flatten)]
+    consumer: ConsumerArgs,
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    pub(crate) telemetry: TelemetryArgs,
+}
+
+struct Synthetic {
+    pool: AnyPool,
+    work: Duration,
+    slow: Duration,
+    slow_percent: f64,
+    poison: String,
+    flaky: String,
+    flaky_failures: u32,
+    pid: i64,
+}
+
+impl Handler for Synthetic {
+    async fn handle(&self, record: &Record) -> Result<(), HandlerError> {
+        let id =
+            String::from_utf8_lossy(record.payload.as_deref().unwrap_or_default()).into_owned();
+        if id.starts_with(&self.poison) {
+            return Err(HandlerError::permanent(
+                "poison",
+                format!("record {id} is poison"),
+            ));
+        }
+        if id.starts_with(&self.flaky) && record.attempt <= self.flaky_failures {
+            return Err(HandlerError::transient(
+                "flaky",
+                format!("attempt {} of {id} fails", record.attempt),
+            ));
+        }
+        let slow = self.slow_percent > 0.0 && rand::random::<f64>() * 100.0 < self.slow_percent;
+        tokio::time::sleep(if slow { self.slow } else { self.work }).await;
+        let inserted = sqlx::query(
+            "INSERT INTO testbed_rows (msg_id, topic, part, off, pid) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (msg_id) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&record.topic)
+        .bind(i64::from(record.partition))
+        .bind(record.offset)
+        .bind(self.pid)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| HandlerError::transient("database", e))?
+        .rows_affected();
+        if inserted == 0 {
+            sqlx::query(
+                "INSERT INTO testbed_redeliveries (msg_id, n) VALUES ($1, 1) \
+                 ON CONFLICT (msg_id) DO UPDATE SET n = testbed_redeliveries.n + 1",
+            )
+            .bind(&id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| HandlerError::transient("database", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates the testbed tables (idempotent; portable SQL).
+pub(crate) async fn prepare(pool: &AnyPool) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS testbed_rows (msg_id TEXT PRIMARY KEY, topic TEXT NOT NULL, \
+         part BIGINT NOT NULL, off BIGINT NOT NULL, pid BIGINT NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS testbed_redeliveries (msg_id TEXT PRIMARY KEY, n BIGINT NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
+    let pool =
+        docflow_store::connect(&config.database.url, config.database.max_connections).await?;
+    prepare(&pool).await?;
+    let handler = Arc::new(Synthetic {
+        pool,
+        work: Duration::from_millis(config.work_ms),
+        slow: Duration::from_millis(config.slow_ms),
+        slow_percent: config.slow_percent,
+        poison: config.poison_prefix.clone(),
+        flaky: config.flaky_prefix.clone(),
+        flaky_failures: config.flaky_failures,
+        pid: i64::from(std::process::id()),
+    });
+    let registry = prometheus::Registry::new();
+    let metrics = ConsumerMetrics::new(&registry)?;
+    let health = Arc::new(Health::default());
+    let listener = bind_admin(config.consumer.metrics_listen).await?;
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(serve_admin(
+        listener,
+        registry,
+        health.clone(),
+        async move {
+            let _ = admin_stopped.await;
+        },
+    ));
+    let spec = ConsumerSpec {
+        group_id: config.group.clone(),
+        topics: vec![config.topic.clone()],
+        client_id: "docflow-testbed".into(),
+    };
+    docflow_runtime::run(
+        &config.kafka,
+        &config.consumer,
+        spec,
+        handler,
+        metrics,
+        health,
+        docflow_runtime::shutdown::signal(),
+    )
+    .await?;
+    let _ = stop_admin.send(());
+    let _ = admin.await;
+    Ok(())
+}

@@ -1,0 +1,292 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use docflow_config::KafkaArgs;
+use docflow_embedded::{Broker, free_port, unique_name};
+use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_runtime::producer::idempotent_producer;
+use docflow_store::scratch::ScratchDb;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::FutureRecord;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use sqlx::{AnyPool, Row};
+
+/// A broker, a database and a topic for one test.
+pub struct Bed {
+    pub broker: Broker,
+    pub db: ScratchDb,
+    pub pool: AnyPool,
+    pub topic: String,
+    pub group: String,
+    pub partitions: i32,
+    logs: PathBuf,
+}
+
+impl Bed {
+    pub async fn new(partitions: i32) -> Self {
+        let broker = Broker::start().await.unwrap();
+        let db = ScratchDb::from_env().await.unwrap();
+        let pool = docflow_store::connect(&db.url, 4).await.unwrap();
+        let topic = unique_name("chaos");
+        let group = unique_name("group");
+        ensure_topics(
+            &broker.kafka_args(),
+            &[TopicSpec::new(&topic, partitions)],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let logs = std::env::temp_dir().join(unique_name("testbed-logs"));
+        std::fs::create_dir_all(&logs).unwrap();
+        Bed {
+            broker,
+            db,
+            pool,
+            topic,
+            group,
+            partitions,
+            logs,
+        }
+    }
+
+    pub fn kafka(&self) -> KafkaArgs {
+        self.broker.kafka_args()
+    }
+
+    /// Produces `ids` as payloads (key = payload) to the topic.
+    pub async fn produce(&self, ids: &[String]) {
+        let producer = idempotent_producer(&self.kafka(), "chaos-producer").unwrap();
+        let mut pending = Vec::new();
+        for id in ids {
+            pending.push(
+                producer
+                    .send_result(FutureRecord::to(&self.topic).key(id).payload(id))
+                    .unwrap(),
+            );
+        }
+        for p in pending {
+            p.await.unwrap().map_err(|(e, _)| e).unwrap();
+        }
+    }
+
+    /// Starts a replica with extra arguments.
+    pub fn spawn(&self, name: &str, extra: &[&str]) -> Replica {
+        let metrics_port = free_port().unwrap();
+        let log = std::fs::File::create(self.logs.join(format!("{name}.log"))).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_docflow-testbed"));
+        cmd.args([
+            "--topic",
+            &self.topic,
+            "--group",
+            &self.group,
+            "--kafka-bootstrap-servers",
+            &self.broker.bootstrap_servers(),
+            "--database-url",
+            &self.db.url,
+            "--database-max-connections",
+            "4",
+            "--metrics-listen",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--session-timeout",
+            "6s",
+            "--retry-backoff",
+            "10ms",
+            "--retry-backoff-max",
+            "50ms",
+        ])
+        .args(extra)
+        .env("RUST_LOG", "info,librdkafka=warn,rdkafka=warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+        Replica {
+            child: Some(cmd.spawn().unwrap()),
+            metrics_port,
+            name: name.to_owned(),
+        }
+    }
+
+    pub async fn rows(&self) -> i64 {
+        sqlx::query("SELECT COUNT(*) FROM testbed_rows")
+            .fetch_one(&self.pool)
+            .await
+            .map(|r| r.get::<i64, _>(0))
+            .unwrap_or(0)
+    }
+
+    pub async fn row_ids(&self) -> Vec<String> {
+        let rows = sqlx::query("SELECT msg_id FROM testbed_rows ORDER BY msg_id")
+            .fetch_all(&self.pool)
+            .await
+            .unwrap();
+        rows.into_iter().map(|r| r.get::<String, _>(0)).collect()
+    }
+
+    pub async fn redeliveries(&self) -> i64 {
+        sqlx::query("SELECT COALESCE(SUM(n), 0) FROM testbed_redeliveries")
+            .fetch_one(&self.pool)
+            .await
+            .map(|r| r.get::<i64, _>(0))
+            .unwrap_or(0)
+    }
+
+    /// Waits until `n` rows exist; panics with the replica logs after `timeout`.
+    pub async fn wait_rows(&self, n: i64, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let have = self.rows().await;
+            if have >= n {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "only {have} of {n} rows after {timeout:?}\n{}",
+                    self.logs_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Committed offsets of the group per partition.
+    pub fn committed(&self) -> HashMap<i32, i64> {
+        let c: BaseConsumer = self
+            .kafka()
+            .client_config("chaos-inspector")
+            .set("group.id", &self.group)
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..self.partitions {
+            tpl.add_partition(&self.topic, p);
+        }
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+        got.elements()
+            .iter()
+            .map(|e| {
+                let o = match e.offset() {
+                    Offset::Offset(o) => o,
+                    _ => 0,
+                };
+                (e.partition(), o)
+            })
+            .collect()
+    }
+
+    /// Log-end offsets per partition.
+    pub fn log_end(&self) -> HashMap<i32, i64> {
+        let c: BaseConsumer = self
+            .kafka()
+            .client_config("chaos-inspector")
+            .create()
+            .unwrap();
+        (0..self.partitions)
+            .map(|p| {
+                let (_, high) = c
+                    .fetch_watermarks(&self.topic, p, Duration::from_secs(10))
+                    .unwrap();
+                (p, high)
+            })
+            .collect()
+    }
+
+    pub fn logs_tail(&self) -> String {
+        let mut out = String::new();
+        if let Ok(dir) = std::fs::read_dir(&self.logs) {
+            for e in dir.flatten() {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                out.push_str(&format!("--- {} ---\n", e.path().display()));
+                for l in tail.into_iter().rev() {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    pub async fn finish(self) {
+        let _ = std::fs::remove_dir_all(&self.logs);
+        self.pool.close().await;
+        self.db.drop_now().await.unwrap();
+    }
+}
+
+pub fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:06}")).collect()
+}
+
+/// A testbed process.
+pub struct Replica {
+    child: Option<Child>,
+    pub metrics_port: u16,
+    pub name: String,
+}
+
+impl Replica {
+    /// SIGKILL: no drain, no commit.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM and wait; returns whether it exited 0.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let status = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        c.wait().unwrap().success()
+    }
+
+    /// The replica's Prometheus text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self) {
+        for _ in 0..300 {
+            if let Ok(r) =
+                reqwest::get(format!("http://127.0.0.1:{}/readyz", self.metrics_port)).await
+                && r.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{} never became ready", self.name);
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The value of a metric line `name{...labels containing all of `with`...} value`.
+pub fn metric(text: &str, name: &str, with: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter(|l| with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
