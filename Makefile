@@ -10,7 +10,7 @@ CARGO ?= cargo
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
 .DEFAULT_GOAL := help
-.PHONY: help tools run test lint fmt fmt-check clippy schemas-check registry
+.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry
 
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ ifeq ($(NEXTEST),yes)
 else
 	$(CARGO) test --workspace --no-fail-fast
 endif
+
+bench: tools ## Run the benchmarks (release build) and write bench/results/*.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin runtime-bench -- --out bench/results/runtime.md
 
 schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones
 	$(CARGO) run --quiet -p docflow-cli -- schemas check --dir schemas --level BACKWARD_TRANSITIVE

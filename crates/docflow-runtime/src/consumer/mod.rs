@@ -67,6 +67,9 @@ pub struct ConsumerSpec {
 
 type Tp = (String, i32);
 
+/// Longest the poll loop waits for something to do in one pass.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+
 /// At capacity with no record finishing for this long, the assignment is paused.
 pub const PAUSE_AFTER: Duration = Duration::from_secs(1);
 
@@ -245,6 +248,12 @@ impl<H: Handler> State<H> {
                 }
                 Outcome::Abandoned => t.abandon(c.offset),
             }
+        }
+    }
+
+    fn wait_for_completion(&mut self, timeout: Duration) {
+        if let Ok(c) = self.done_rx.recv_timeout(timeout) {
+            self.complete(c);
         }
     }
 
@@ -748,6 +757,7 @@ fn poll_loop<H: Handler>(
         // Round-robin over the partition queues, one record per queue per pass, while there
         // is room: every partition makes progress, none is favoured.
         let mut progressed = true;
+        let mut dispatched = false;
         while room > 0 && progressed && !queues.is_empty() {
             progressed = false;
             for i in 0..queues.len() {
@@ -762,6 +772,7 @@ fn poll_loop<H: Handler>(
                         ctx.lock().dispatch(record);
                         room -= 1;
                         progressed = true;
+                        dispatched = true;
                     }
                     Some(Err(e)) => tracing::warn!(error = %e, "partition queue error"),
                     None => {}
@@ -770,8 +781,18 @@ fn poll_loop<H: Handler>(
             next_queue = next_queue.wrapping_add(1);
         }
         // The consumer itself: rebalances, stats, errors, and records of partitions whose queue
-        // is not split yet. Polling it is what keeps max.poll.interval.ms satisfied.
-        match consumer.poll(Duration::from_millis(5)) {
+        // is not split yet. Polling it is what keeps max.poll.interval.ms satisfied. It waits
+        // a little only when this pass found nothing to do.
+        let wait = if dispatched {
+            Duration::ZERO
+        } else if room == 0 {
+            // Full: wake on the first completion rather than on a timer.
+            ctx.lock().wait_for_completion(IDLE_WAIT);
+            Duration::ZERO
+        } else {
+            IDLE_WAIT
+        };
+        match consumer.poll(wait) {
             None => {}
             Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
             Some(Ok(m)) => {
