@@ -1,25 +1,24 @@
 //! `docflow dev`: the embedded stack end to end on one machine.
 //!
-//! Starts a Nisshi broker and the schema registry, declares the topics, registers the
-//! schemas, stores each sample document in the local object directory, produces its
-//! `doc.uploaded` event (idempotent producer, waits for the ack), then reads the topic back
-//! with a fresh consumer group and decodes every event through the registry.
+//! Starts a Nisshi broker, the schema registry and the ingest API, declares the topics,
+//! registers the schemas, uploads each sample document through `POST /v1/documents` (which
+//! stores the bytes, records the job and produces `doc.uploaded`), prints each job's status
+//! from `GET /v1/jobs/{id}`, then reads the topic back with a fresh consumer group and
+//! decodes every event through the registry.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::Args;
+use clap::{Args, Parser};
 use docflow_embedded::{Broker, EmbeddedRegistry, Storage, free_port, unique_name};
 use docflow_events::topics::DOC_UPLOADED;
-use docflow_events::{DocUploaded, EventCodec, document_id};
+use docflow_events::{DocUploaded, EventCodec};
 use docflow_runtime::admin::ensure_topics;
-use docflow_runtime::producer::idempotent_producer;
 use futures::StreamExt;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::producer::FutureRecord;
 
 use crate::{schemas, topics};
 
@@ -38,6 +37,9 @@ pub(crate) struct DevArgs {
     /// Schema registry port (default: a free port).
     #[arg(long)]
     registry_port: Option<u16>,
+    /// Ingest API port (default: a free port).
+    #[arg(long)]
+    ingest_port: Option<u16>,
     /// Tenant the samples are uploaded as.
     #[arg(long, default_value = "demo")]
     tenant: String,
@@ -49,9 +51,10 @@ pub(crate) struct DevArgs {
 struct Uploaded {
     name: String,
     id: String,
-    partition: i32,
-    offset: i64,
 }
+
+/// The token `docflow dev` uploads with.
+const DEV_TOKEN: &str = "dev-token";
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -84,17 +87,19 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let codec = EventCodec::from_url(&registry.url(), Duration::from_secs(10))?;
     schemas::register_all(&codec).await?;
 
+    let ingest = start_ingest(&args, &state, &broker, &registry).await?;
+    step(&format!("ingest API at {}", ingest.base));
     step(&format!(
-        "uploading samples from {}",
+        "uploading samples from {} through POST /v1/documents",
         args.samples.display()
     ));
-    let uploaded = produce_samples(&args, &state, &kafka, &codec).await?;
+    let uploaded = upload_samples(&args, &ingest).await?;
 
     step("reading doc.uploaded back with a new consumer group");
     read_back(&kafka, &codec, &uploaded).await?;
 
     println!(
-        "\nOK: {} documents produced, consumed and decoded in {:.1}s",
+        "\nOK: {} documents uploaded, produced, consumed and decoded in {:.1}s",
         uploaded.len(),
         started.elapsed().as_secs_f64()
     );
@@ -106,36 +111,54 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         );
         let _ = tokio::signal::ctrl_c().await;
     }
+    let _ = ingest.stop.send(());
+    let _ = ingest.task.await;
     registry.stop().await;
     drop(broker);
     Ok(())
+}
+
+struct Ingest {
+    base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start_ingest(
+    args: &DevArgs,
+    state: &Path,
+    broker: &Broker,
+    registry: &EmbeddedRegistry,
+) -> anyhow::Result<Ingest> {
+    let config = docflow_ingest::Config::try_parse_from([
+        "docflow-ingest".to_owned(),
+        "--kafka-bootstrap-servers".to_owned(),
+        broker.bootstrap_servers(),
+        "--schema-registry-url".to_owned(),
+        registry.url(),
+        "--database-url".to_owned(),
+        format!("sqlite://{}", state.join("ingest.db").display()),
+        "--object-dir".to_owned(),
+        state.join("objects").display().to_string(),
+        "--token".to_owned(),
+        format!("{DEV_TOKEN}={}", args.tenant),
+    ])?;
+    let app = docflow_ingest::build_state(&config).await?;
+    let listener =
+        tokio::net::TcpListener::bind(("127.0.0.1", args.ingest_port.unwrap_or(0))).await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(docflow_ingest::serve(app, listener, async move {
+        let _ = stopped.await;
+    }));
+    Ok(Ingest { base, stop, task })
 }
 
 fn step(msg: &str) {
     println!("==> {msg}");
 }
 
-/// The MIME type of known document formats, from their first bytes.
-fn sniff(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"%PDF-") {
-        Some("application/pdf")
-    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {
-        Some("image/tiff")
-    } else {
-        None
-    }
-}
-
-async fn produce_samples(
-    args: &DevArgs,
-    state: &Path,
-    kafka: &docflow_config::KafkaArgs,
-    codec: &EventCodec,
-) -> anyhow::Result<Vec<Uploaded>> {
+async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<Uploaded>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&args.samples)
         .with_context(|| format!("reading {}", args.samples.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -145,9 +168,7 @@ async fn produce_samples(
     if files.is_empty() {
         bail!("no sample documents in {}", args.samples.display());
     }
-    let producer = idempotent_producer(kafka, "docflow-dev")?;
-    let objects = state.join("objects").join(&args.tenant);
-    std::fs::create_dir_all(&objects)?;
+    let http = reqwest::Client::new();
     let mut out = Vec::new();
     for path in files {
         let name = path
@@ -155,43 +176,37 @@ async fn produce_samples(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let bytes = std::fs::read(&path)?;
-        let Some(content_type) = sniff(&bytes) else {
-            println!("    skip {name}: not a PDF, PNG, JPEG or TIFF");
+        let size = bytes.len();
+        let resp = http
+            .post(format!("{}/v1/documents", ingest.base))
+            .query(&[("filename", name.as_str())])
+            .bearer_auth(DEV_TOKEN)
+            .body(bytes)
+            .send()
+            .await?;
+        let status = resp.status();
+        let body: serde_json::Value = resp.json().await?;
+        if status != reqwest::StatusCode::ACCEPTED {
+            println!(
+                "    {name:<22} {status}: {}",
+                body["message"].as_str().unwrap_or("-")
+            );
             continue;
-        };
-        let id = document_id(&bytes);
-        let object = objects.join(&id);
-        std::fs::write(&object, &bytes)?;
-        let event = DocUploaded {
-            document_id: id.clone(),
-            tenant_id: args.tenant.clone(),
-            object_uri: format!("file://{}", object.display()),
-            content_type: content_type.to_owned(),
-            size_bytes: i64::try_from(bytes.len())?,
-            original_file_name: Some(name.clone()),
-            uploaded_at: now_millis(),
-            producer_version: concat!("docflow-cli/", env!("CARGO_PKG_VERSION")).to_owned(),
-        };
-        let payload = codec.encode(&event).await?;
-        let delivery = producer
-            .send(
-                FutureRecord::to(DOC_UPLOADED).key(&id).payload(&payload),
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|(e, _)| anyhow::anyhow!("producing {name}: {e}"))?;
-        let (partition, offset) = (delivery.partition, delivery.offset);
+        }
+        let id = body["job_id"].as_str().unwrap_or_default().to_owned();
+        let job: serde_json::Value = http
+            .get(format!("{}/v1/jobs/{id}", ingest.base))
+            .bearer_auth(DEV_TOKEN)
+            .send()
+            .await?
+            .json()
+            .await?;
         println!(
-            "    {name:<22} {} bytes  id {}…  -> {DOC_UPLOADED}[{partition}]@{offset}",
-            bytes.len(),
-            &id[..12]
+            "    {name:<22} {size:>6} B  202  job {}…  status={}",
+            id.get(..12).unwrap_or(&id),
+            job["status"].as_str().unwrap_or("?")
         );
-        out.push(Uploaded {
-            name,
-            id,
-            partition,
-            offset,
-        });
+        out.push(Uploaded { name, id });
     }
     Ok(out)
 }
@@ -208,10 +223,7 @@ async fn read_back(
         .set("enable.auto.commit", "false")
         .create()?;
     consumer.subscribe(&[DOC_UPLOADED])?;
-    let mut want: HashMap<(i32, i64), &Uploaded> = uploaded
-        .iter()
-        .map(|u| ((u.partition, u.offset), u))
-        .collect();
+    let mut want: HashMap<&str, &Uploaded> = uploaded.iter().map(|u| (u.id.as_str(), u)).collect();
     let mut stream = consumer.stream();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !want.is_empty() {
@@ -220,12 +232,12 @@ async fn read_back(
             Ok(None) => bail!("consumer stream ended"),
             Err(_) => bail!("timed out; {} events not read back", want.len()),
         };
-        let Some(u) = want.remove(&(msg.partition(), msg.offset())) else {
+        let event: DocUploaded = codec.decode(msg.payload().unwrap_or_default()).await?;
+        let Some(u) = want.remove(event.document_id.as_str()) else {
             continue;
         };
-        let event: DocUploaded = codec.decode(msg.payload().unwrap_or_default()).await?;
-        if event.document_id != u.id || msg.key() != Some(u.id.as_bytes()) {
-            bail!("{}: read back a different document", u.name);
+        if msg.key() != Some(u.id.as_bytes()) {
+            bail!("{}: record key is not the document id", u.name);
         }
         println!(
             "    [{}]@{:<3} {:<22} tenant={} type={} size={}B",
@@ -238,11 +250,4 @@ async fn read_back(
         );
     }
     Ok(())
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

@@ -39,6 +39,11 @@ fn dev_stack_runs_the_samples_end_to_end() {
         )),
         "{stdout}"
     );
+    assert_eq!(
+        stdout.matches("status=accepted").count(),
+        samples,
+        "{stdout}"
+    );
     // Every sample's bytes are in the object store under its document id.
     let objects = std::fs::read_dir(state.path().join("objects/demo"))
         .unwrap()

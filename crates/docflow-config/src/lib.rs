@@ -28,3 +28,56 @@ pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// Every block flattened into one command, as a service does: argument ids must not
+    /// collide (clap checks this when the command is built).
+    #[derive(Parser)]
+    struct All {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        registry: RegistryArgs,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        consumer: ConsumerArgs,
+        #[command(flatten)]
+        telemetry: TelemetryArgs,
+    }
+
+    #[test]
+    fn blocks_flatten_together() {
+        All::command().debug_assert();
+        let all = All::try_parse_from([
+            "svc",
+            "--schema-registry-url",
+            "http://sr:8081",
+            "--database-url",
+            "postgres://db/x",
+            "--workers",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(all.registry.url.as_str(), "http://sr:8081/");
+        assert_eq!(all.database.url, "postgres://db/x");
+        assert_eq!(all.consumer.workers, 7);
+        assert_eq!(all.kafka.bootstrap_servers, "127.0.0.1:9092");
+        assert_eq!(all.telemetry.log_filter, "info");
+    }
+
+    #[test]
+    fn durations_and_pairs() {
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_key_value("=x").is_err());
+    }
+}

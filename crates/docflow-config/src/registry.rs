@@ -8,6 +8,7 @@ use clap::Args;
 pub struct RegistryArgs {
     /// Base URL of the registry.
     #[arg(
+        id = "schema_registry_url",
         long = "schema-registry-url",
         env = "SCHEMA_REGISTRY_URL",
         default_value = "http://127.0.0.1:8081"
@@ -15,11 +16,16 @@ pub struct RegistryArgs {
     pub url: url::Url,
 
     /// Basic-auth user (Confluent Cloud: the API key).
-    #[arg(long = "schema-registry-username", env = "SCHEMA_REGISTRY_USERNAME")]
+    #[arg(
+        id = "schema_registry_username",
+        long = "schema-registry-username",
+        env = "SCHEMA_REGISTRY_USERNAME"
+    )]
     pub username: Option<String>,
 
     /// Basic-auth password (Confluent Cloud: the API secret).
     #[arg(
+        id = "schema_registry_password",
         long = "schema-registry-password",
         env = "SCHEMA_REGISTRY_PASSWORD",
         hide_env_values = true
@@ -28,6 +34,7 @@ pub struct RegistryArgs {
 
     /// Timeout of one registry request.
     #[arg(
+        id = "schema_registry_timeout",
         long = "schema-registry-timeout",
         env = "SCHEMA_REGISTRY_TIMEOUT",
         default_value = "10s",

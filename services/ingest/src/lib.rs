@@ -1,0 +1,219 @@
+//! `docflow-ingest`: the synchronous edge of the pipeline.
+//!
+//! A request only validates, persists, produces and answers; nothing long runs inside it.
+//! `POST /v1/documents` checks the size limit, sniffs the real type from the bytes, checks a
+//! PDF's header, trailer and page count, stores the bytes under a server-generated key,
+//! records the job, produces `doc.uploaded` (idempotent producer, waits for the ack) and
+//! answers `202 Accepted` with the job id (the document id). The same bytes uploaded again
+//! return the same job id without new work unless `?reprocess=true`.
+//!
+//! Order of effects: blob, then job record, then event. A failure after the blob leaves a
+//! job record in state `produce_failed` (never an orphaned blob without a record); the next
+//! upload of the same bytes retries the produce.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
+use docflow_events::EventCodec;
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use rdkafka::producer::FutureProducer;
+use tokio::net::TcpListener;
+
+pub mod api;
+pub mod error;
+pub mod jobs;
+pub mod sniff;
+
+pub use error::ApiError;
+
+/// Command line of `docflow-ingest`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "docflow-ingest", version, about = "docflow upload API")]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "DOCFLOW_INGEST_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Largest accepted document, bytes.
+    #[arg(long, env = "DOCFLOW_INGEST_MAX_UPLOAD_BYTES", default_value_t = 50 * 1024 * 1024)]
+    pub max_upload_bytes: u64,
+
+    /// Most pages a PDF may have.
+    #[arg(long, env = "DOCFLOW_INGEST_MAX_PAGES", default_value_t = 2_000)]
+    pub max_pages: usize,
+
+    /// API token and its tenant, `TOKEN=TENANT`; repeatable (env: comma-separated).
+    #[arg(
+        long = "token",
+        env = "DOCFLOW_INGEST_TOKENS",
+        value_delimiter = ',',
+        value_parser = docflow_config::parse_key_value,
+        hide_env_values = true
+    )]
+    pub tokens: Vec<(String, String)>,
+
+    /// File of `TOKEN TENANT` lines (`#` comments), read at start.
+    #[arg(long, env = "DOCFLOW_INGEST_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+
+    /// Directory of the local object store (created if missing).
+    #[arg(long, env = "DOCFLOW_OBJECT_DIR", default_value = ".run/objects")]
+    pub object_dir: PathBuf,
+
+    /// How long a request waits for the broker to acknowledge its event.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_PRODUCE_TIMEOUT",
+        default_value = "10s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub produce_timeout: Duration,
+
+    /// Topic of accepted documents.
+    #[arg(long, env = "DOCFLOW_INGEST_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
+    pub topic: String,
+
+    /// Kafka.
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
+    /// Schema registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+
+    /// Job records.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+
+    /// Logging.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+/// Everything a request needs.
+pub struct AppState {
+    pub(crate) jobs: jobs::Jobs,
+    pub(crate) blobs: Arc<dyn ObjectStore>,
+    pub(crate) object_root: PathBuf,
+    pub(crate) producer: FutureProducer,
+    pub(crate) codec: EventCodec,
+    pub(crate) tokens: HashMap<String, String>,
+    pub(crate) max_upload_bytes: u64,
+    pub(crate) max_pages: usize,
+    pub(crate) produce_timeout: Duration,
+    pub(crate) topic: String,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("object_root", &self.object_root)
+            .field("tenants", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads `TOKEN TENANT` lines.
+fn read_tokens_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(t), Some(tenant), None) => out.push((t.to_owned(), tenant.to_owned())),
+            _ => anyhow::bail!("{}:{}: expected `TOKEN TENANT`", path.display(), n + 1),
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the state: database (migrated), object store, producer, codec, tokens.
+pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
+    let pool =
+        docflow_store::connect(&config.database.url, config.database.max_connections).await?;
+    let jobs = jobs::Jobs::open(pool).await?;
+    std::fs::create_dir_all(&config.object_dir)?;
+    let object_root = config.object_dir.canonicalize()?;
+    let blobs: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&object_root)?);
+    let mut kafka = config.kafka.clone();
+    if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {
+        kafka.options.push((
+            "message.timeout.ms".into(),
+            config.produce_timeout.as_millis().to_string(),
+        ));
+    }
+    let producer = docflow_runtime::producer::idempotent_producer(&kafka, "docflow-ingest")?;
+    let mut sr = docflow_events::codec::SrSettings::new_builder(
+        config
+            .registry
+            .url
+            .as_str()
+            .trim_end_matches('/')
+            .to_owned(),
+    );
+    sr.set_timeout(config.registry.timeout).no_proxy();
+    if let Some(user) = &config.registry.username {
+        sr.set_basic_authorization(user, config.registry.password.as_deref());
+    }
+    let codec = EventCodec::new(sr.build()?);
+    let mut tokens: HashMap<String, String> = config.tokens.iter().cloned().collect();
+    if let Some(path) = &config.tokens_file {
+        tokens.extend(read_tokens_file(path)?);
+    }
+    if tokens.is_empty() {
+        tracing::warn!("no API tokens configured: every request will be 401");
+    }
+    Ok(Arc::new(AppState {
+        jobs,
+        blobs,
+        object_root,
+        producer,
+        codec,
+        tokens,
+        max_upload_bytes: config.max_upload_bytes,
+        max_pages: config.max_pages,
+        produce_timeout: config.produce_timeout,
+        topic: config.topic.clone(),
+    }))
+}
+
+/// Serves the API on `listener` until `shutdown`; in-flight requests finish, then the
+/// producer is flushed.
+pub async fn serve(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "ingest listening");
+    }
+    let app = api::router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    let producer = state.producer.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10))
+    })
+    .await;
+    Ok(())
+}
+
+/// Runs the service until SIGINT/SIGTERM.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let state = build_state(&config).await?;
+    let listener = TcpListener::bind(config.listen).await?;
+    serve(state, listener, docflow_runtime::shutdown::signal()).await?;
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! The ingest API over real HTTP against the real broker, registry and database.
+
+// Test code: panicking on unexpected errors is the point.
+#![allow(clippy::unwrap_used, missing_debug_implementations, unreachable_pub)]
+
+use std::time::Duration;
+
+use clap::Parser;
+use docflow_embedded::{Broker, EmbeddedRegistry, Storage, unique_name};
+use docflow_events::{DocUploaded, EventCodec, document_id};
+use docflow_ingest::Config;
+use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_store::scratch::ScratchDb;
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+struct Stack {
+    broker: Broker,
+    registry: EmbeddedRegistry,
+    db: ScratchDb,
+    _objects: std::path::PathBuf,
+    topic: String,
+    base: String,
+    http: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+const ALICE: &str = "tok-alice";
+const BOB: &str = "tok-bob";
+
+impl Stack {
+    async fn start(storage: Storage) -> Self {
+        let broker = Broker::start_with(storage).await.unwrap();
+        let reg_db = ScratchDb::sqlite().unwrap();
+        let registry = EmbeddedRegistry::start(&reg_db.url).await.unwrap();
+        std::mem::forget(reg_db); // lives as long as the test process
+        let db = ScratchDb::from_env().await.unwrap();
+        let topic = unique_name("uploaded");
+        ensure_topics(
+            &broker.kafka_args(),
+            &[TopicSpec::new(&topic, 3)],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let objects = std::env::temp_dir().join(unique_name("objects"));
+        let config = Config::try_parse_from([
+            "docflow-ingest",
+            "--kafka-bootstrap-servers",
+            &broker.bootstrap_servers(),
+            "--schema-registry-url",
+            &registry.url(),
+            "--database-url",
+            &db.url,
+            "--object-dir",
+            objects.to_str().unwrap(),
+            "--topic",
+            &topic,
+            "--token",
+            &format!("{ALICE}=alice"),
+            "--token",
+            &format!("{BOB}=bob"),
+            "--max-upload-bytes",
+            "4096",
+            "--max-pages",
+            "10",
+            "--produce-timeout",
+            "3s",
+        ])
+        .unwrap();
+        let state = docflow_ingest::build_state(&config).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(docflow_ingest::serve(state, listener, async move {
+            let _ = stopped.await;
+        }));
+        Stack {
+            broker,
+            registry,
+            db,
+            _objects: objects,
+            topic,
+            base,
+            http: reqwest::Client::new(),
+            stop: Some(stop),
+        }
+    }
+
+    async fn post(
+        &self,
+        token: Option<&str>,
+        query: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+        let mut req = self
+            .http
+            .post(format!("{}/v1/documents{query}", self.base))
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let headers = r.headers().clone();
+        (status, r.json().await.unwrap_or(Value::Null), headers)
+    }
+
+    async fn get_job(&self, token: &str, id: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .get(format!("{}/v1/jobs/{id}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Records on the topic.
+    fn count(&self) -> i64 {
+        let c: BaseConsumer = self
+            .broker
+            .kafka_args()
+            .client_config("count")
+            .create()
+            .unwrap();
+        (0..3)
+            .map(|p| {
+                let (lo, hi) = c
+                    .fetch_watermarks(&self.topic, p, Duration::from_secs(10))
+                    .unwrap();
+                hi - lo
+            })
+            .sum()
+    }
+
+    async fn finish(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = std::fs::remove_dir_all(&self._objects);
+        self.registry.stop().await;
+        self.db.drop_now().await.unwrap();
+    }
+}
+
+fn pdf() -> Vec<u8> {
+    std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../samples/invoice-acme.pdf"
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_produces_and_reports_the_job() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+    let id = document_id(&bytes);
+    let (status, body, headers) = s
+        .post(Some(ALICE), "?filename=invoice.pdf", bytes.clone())
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["job_id"], id.as_str());
+    assert_eq!(body["status_url"], format!("/v1/jobs/{id}"));
+    assert_eq!(body["duplicate"], false);
+    assert_eq!(headers.get("location").unwrap(), &format!("/v1/jobs/{id}"));
+
+    // The event is on the topic, keyed by the document id, decodable through the registry.
+    let (kafka, topic) = (s.broker.kafka_args(), s.topic.clone());
+    let (key, payload) = tokio::task::spawn_blocking(move || {
+        let c: BaseConsumer = kafka
+            .client_config("check")
+            .set("group.id", unique_name("check"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..3 {
+            tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        c.assign(&tpl).unwrap();
+        loop {
+            if let Some(m) = c.poll(Duration::from_secs(1)) {
+                let m = m.unwrap();
+                return (m.key().unwrap().to_vec(), m.payload().unwrap().to_vec());
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(key, id.as_bytes());
+    let codec = EventCodec::from_url(&s.registry.url(), Duration::from_secs(5)).unwrap();
+    let ev: DocUploaded = codec.decode(&payload).await.unwrap();
+    assert_eq!(ev.document_id, id);
+    assert_eq!(ev.tenant_id, "alice");
+    assert_eq!(ev.content_type, "application/pdf");
+    assert_eq!(ev.size_bytes, bytes.len() as i64);
+    assert_eq!(ev.original_file_name.as_deref(), Some("invoice.pdf"));
+    // The bytes are where the event says, under a key the server made.
+    let path = ev.object_uri.strip_prefix("file://").unwrap();
+    assert!(path.ends_with(&format!("alice/{id}")));
+    assert_eq!(std::fs::read(path).unwrap(), bytes);
+
+    let (status, job) = s.get_job(ALICE, &id).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(job["status"], "accepted");
+    assert_eq!(job["file_name"], "invoice.pdf");
+    assert_eq!(job["uploads"], 1);
+
+    // OpenAPI document served.
+    let doc: Value = reqwest::get(format!("{}/openapi.json", s.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["paths"]["/v1/documents"]["post"].is_object());
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_reuse_the_job_unless_reprocess() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+    let (_, first, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+    let (status, again, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(again["job_id"], first["job_id"]);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(s.count(), 1, "a duplicate starts no new work");
+    let (status, re, _) = s.post(Some(ALICE), "?reprocess=true", bytes.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(re["job_id"], first["job_id"]);
+    assert_eq!(s.count(), 2, "reprocess produces again");
+    let (_, job) = s.get_job(ALICE, first["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["uploads"], 3);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_has_its_code() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+    let id = document_id(&bytes);
+
+    let (st, body, h) = s.post(None, "", bytes.clone()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    assert_eq!(h.get("www-authenticate").unwrap(), "Bearer");
+    let (st, _, _) = s.post(Some("tok-nobody"), "", bytes.clone()).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+
+    let (st, body, _) = s.post(Some(ALICE), "", vec![b'%'; 5000]).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("too_large"))
+    );
+
+    let (st, body, _) = s.post(Some(ALICE), "", b"just some text".to_vec()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, Some("unsupported_type"))
+    );
+
+    let (st, body, _) = s
+        .post(Some(ALICE), "", bytes[..bytes.len() / 2].to_vec())
+        .await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_pdf")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().unwrap().contains("EOF"));
+
+    let (st, body, _) = s.post(Some(ALICE), "", Vec::new()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    assert_eq!(s.count(), 0, "nothing invalid was produced");
+
+    // Another tenant's job is a 404, exactly like a job that does not exist.
+    let (st, _, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+    assert_eq!(st, StatusCode::ACCEPTED);
+    let (st, body) = s.get_job(BOB, &id).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (st, _) = s.get_job(ALICE, &"0".repeat(64)).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = s.get_job(ALICE, "../etc/passwd").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    s.finish().await;
+}
+
+/// Broker down: 503 with Retry-After and a job record (no orphaned blob); broker back: the
+/// same upload goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_outage_is_503_then_recovers() {
+    let mut s = Stack::start(Storage::Sqlite).await;
+    let bytes = pdf();
+    let id = document_id(&bytes);
+    // Warm the registry cache and the producer's metadata.
+    let warm = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../samples/letter-renewal.pdf"
+    ))
+    .unwrap();
+    assert_eq!(s.post(Some(ALICE), "", warm).await.0, StatusCode::ACCEPTED);
+
+    s.broker.kill().await.unwrap();
+    let (st, body, h) = s.post(Some(ALICE), "", bytes.clone()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")),
+        "{body}"
+    );
+    assert!(h.get("retry-after").is_some());
+    let (st, job) = s.get_job(ALICE, &id).await;
+    assert_eq!(st, StatusCode::OK, "the stored blob has a record");
+    assert_eq!(job["status"], "produce_failed");
+
+    s.broker.restart().await.unwrap();
+    let mut ok = false;
+    for _ in 0..20 {
+        let (st, body, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+        if st == StatusCode::ACCEPTED {
+            assert_eq!(body["job_id"], id.as_str());
+            assert_eq!(
+                body["duplicate"], false,
+                "a failed produce is retried, not skipped"
+            );
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(ok, "upload recovers after the broker is back");
+    let (_, job) = s.get_job(ALICE, &id).await;
+    assert_eq!(job["status"], "accepted");
+    s.finish().await;
+}
