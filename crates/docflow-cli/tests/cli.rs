@@ -35,7 +35,7 @@ fn dev_stack_runs_the_samples_end_to_end() {
     let samples = std::fs::read_dir(root().join("samples")).unwrap().count();
     assert!(
         stdout.contains(&format!(
-            "OK: {samples} documents produced, consumed and decoded"
+            "OK: {samples} documents uploaded, produced, consumed and decoded"
         )),
         "{stdout}"
     );

@@ -37,6 +37,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
         )
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            get(|State(s): Shared| async move { s.metrics.render() }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::observe,
+        ))
         // The size limit is enforced by `upload` with a JSON 413; lift axum's default.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
@@ -161,6 +169,7 @@ async fn upload(
                 .jobs
                 .set_status(&tenant, &id, status::ACCEPTED, Some(now_ms()))
                 .await?;
+            state.metrics.upload_bytes.inc_by(size as u64);
             tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
             Ok(accepted(&id, status::ACCEPTED, false))
         }
@@ -198,7 +207,8 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
         key: TRACEPARENT,
         value: Some(trace.as_bytes()),
     });
-    state
+    let started = std::time::Instant::now();
+    let sent = state
         .producer
         .send(
             FutureRecord::to(&state.topic)
@@ -207,8 +217,14 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
                 .headers(headers),
             state.produce_timeout,
         )
-        .await
-        .map_err(|(e, _)| ApiError::Unavailable(format!("broker: {e}")))?;
+        .await;
+    let result = if sent.is_ok() { "ok" } else { "error" };
+    state
+        .metrics
+        .produce
+        .with_label_values(&[result])
+        .observe(started.elapsed().as_secs_f64());
+    sent.map_err(|(e, _)| ApiError::Unavailable(format!("broker: {e}")))?;
     Ok(())
 }
 

@@ -29,6 +29,7 @@ use tokio::net::TcpListener;
 pub mod api;
 pub mod error;
 pub mod jobs;
+pub mod metrics;
 pub mod sniff;
 
 pub use error::ApiError;
@@ -109,6 +110,7 @@ pub struct AppState {
     pub(crate) max_pages: usize,
     pub(crate) produce_timeout: Duration,
     pub(crate) topic: String,
+    pub(crate) metrics: metrics::IngestMetrics,
 }
 
 impl std::fmt::Debug for AppState {
@@ -185,6 +187,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         max_pages: config.max_pages,
         produce_timeout: config.produce_timeout,
         topic: config.topic.clone(),
+        metrics: metrics::IngestMetrics::new()?,
     }))
 }
 

@@ -213,6 +213,33 @@ async fn upload_produces_and_reports_the_job() {
     assert_eq!(job["file_name"], "invoice.pdf");
     assert_eq!(job["uploads"], 1);
 
+    // Metrics: the route template is the label, never the job id.
+    let m = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(
+            r#"docflow_ingest_request_duration_seconds_count{route="/v1/documents",status="202"} 1"#
+        ),
+        "{m}"
+    );
+    assert!(m.contains(r#"route="/v1/jobs/{id}",status="200""#), "{m}");
+    assert!(!m.contains(&id), "no job id in labels");
+    assert!(
+        m.contains(&format!(
+            "docflow_ingest_upload_bytes_total {}",
+            bytes.len()
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"docflow_ingest_produce_duration_seconds_count{result="ok"} 1"#),
+        "{m}"
+    );
+
     // OpenAPI document served.
     let doc: Value = reqwest::get(format!("{}/openapi.json", s.base))
         .await

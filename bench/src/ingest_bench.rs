@@ -1,0 +1,225 @@
+//! Ingest latency: p50/p99 of `POST /v1/documents` with a 100 KiB PDF at a fixed rate, against
+//! the bare produce-and-ack latency of a `doc.uploaded` event on the same broker at the same
+//! rate. The ratio is what validation, storing the blob and the job record add on top of the
+//! one step a request must wait for. `make bench` writes `bench/results/ingest.md`.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use clap::Parser;
+use docflow_embedded::{Broker, EmbeddedRegistry, unique_name};
+use docflow_events::{DocUploaded, EventCodec, document_id};
+use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_runtime::producer::idempotent_producer;
+use docflow_store::scratch::ScratchDb;
+use rdkafka::producer::FutureRecord;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Requests per second.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// Requests in each run.
+    #[arg(long, default_value_t = 1_000)]
+    requests: usize,
+    /// Document size in KiB.
+    #[arg(long, default_value_t = 100)]
+    kib: usize,
+    /// Markdown report to write.
+    #[arg(long, default_value = "bench/results/ingest.md")]
+    out: std::path::PathBuf,
+}
+
+/// A valid-looking PDF of about `kib` KiB, unique per `i` (so no upload is a duplicate).
+fn document(i: usize, kib: usize) -> Vec<u8> {
+    let sample = include_bytes!("../../samples/report-q3.pdf");
+    let mut out = Vec::with_capacity(kib * 1024 + sample.len());
+    out.extend_from_slice(b"%PDF-1.4\n");
+    out.extend_from_slice(format!("%docflow-bench document {i}\n").as_bytes());
+    while out.len() + sample.len() < kib * 1024 {
+        out.extend_from_slice(
+            b"% padding padding padding padding padding padding padding padding\n",
+        );
+    }
+    out.extend_from_slice(&sample[9..]);
+    out
+}
+
+fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((p / 100.0) * (v.len() as f64 - 1.0)).round() as usize];
+    (at(50.0), at(99.0), v[v.len() - 1])
+}
+
+/// Runs `f(i)` at `rate` per second, concurrently, and returns each call's latency in ms.
+async fn paced<F, Fut>(n: usize, rate: f64, f: F) -> anyhow::Result<Vec<f64>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        tick.tick().await;
+        let fut = f(i);
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            fut.await?;
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        }));
+    }
+    let mut out = Vec::with_capacity(n);
+    for t in tasks {
+        out.push(t.await??);
+    }
+    Ok(out)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let broker = Broker::start().await.context("broker")?;
+    let reg_db = ScratchDb::sqlite()?;
+    let registry = EmbeddedRegistry::start(&reg_db.url).await?;
+    let db = ScratchDb::sqlite()?;
+    let objects = std::env::temp_dir().join(unique_name("bench-objects"));
+    let topic = unique_name("bench-uploaded");
+    ensure_topics(
+        &broker.kafka_args(),
+        &[TopicSpec::new(&topic, 12)],
+        Duration::from_secs(30),
+    )
+    .await?;
+
+    // Bare produce-and-ack of the event a request produces.
+    let codec = EventCodec::from_url(&registry.url(), Duration::from_secs(5))?;
+    let producer = idempotent_producer(&broker.kafka_args(), "bench-bare")?;
+    let template = DocUploaded {
+        document_id: String::new(),
+        tenant_id: "bench".into(),
+        object_uri: "file:///tmp/x".into(),
+        content_type: "application/pdf".into(),
+        size_bytes: (args.kib * 1024) as i64,
+        original_file_name: None,
+        uploaded_at: 0,
+        producer_version: "bench".into(),
+    };
+    let codec = std::sync::Arc::new(codec);
+    let bare = paced(args.requests, args.rate, |i| {
+        let (producer, codec, topic) = (producer.clone(), codec.clone(), topic.clone());
+        let mut ev = template.clone();
+        ev.document_id = document_id(format!("bare {i}").as_bytes());
+        async move {
+            let payload = codec.encode(&ev).await?;
+            producer
+                .send(
+                    FutureRecord::to(&topic)
+                        .key(&ev.document_id)
+                        .payload(&payload),
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|(e, _)| e)?;
+            Ok(())
+        }
+    })
+    .await?;
+
+    // The API.
+    let config = <docflow_ingest::Config as Parser>::try_parse_from([
+        "docflow-ingest".to_owned(),
+        "--kafka-bootstrap-servers".to_owned(),
+        broker.bootstrap_servers(),
+        "--schema-registry-url".to_owned(),
+        registry.url(),
+        "--database-url".to_owned(),
+        db.url.clone(),
+        "--object-dir".to_owned(),
+        objects.display().to_string(),
+        "--topic".to_owned(),
+        topic.clone(),
+        "--token".to_owned(),
+        "bench-token=bench".to_owned(),
+    ])?;
+    let state = docflow_ingest::build_state(&config).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}/v1/documents", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(docflow_ingest::serve(state, listener, async move {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
+    let docs = std::sync::Arc::new(docs);
+    let api = paced(args.requests, args.rate, |i| {
+        let (http, base, docs) = (http.clone(), base.clone(), docs.clone());
+        async move {
+            let r = http
+                .post(&base)
+                .bearer_auth("bench-token")
+                .body(docs[i].clone())
+                .send()
+                .await?;
+            anyhow::ensure!(r.status() == 202, "status {}", r.status());
+            Ok(())
+        }
+    })
+    .await?;
+    let _ = stop.send(());
+    server.await??;
+    let _ = std::fs::remove_dir_all(&objects);
+
+    let (b50, b99, bmax) = percentiles(bare);
+    let (a50, a99, amax) = percentiles(api);
+    println!(
+        "bare produce+ack: p50 {b50:.1} ms p99 {b99:.1} ms; POST: p50 {a50:.1} ms p99 {a99:.1} ms"
+    );
+    let mut md = String::new();
+    writeln!(md, "# Ingest latency\n")?;
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    writeln!(
+        md,
+        "Command: `make bench` (runs `ingest-bench {}`)  ",
+        argv.join(" ")
+    )?;
+    writeln!(
+        md,
+        "Machine: {} cores; broker: embedded Nisshi (memory) on loopback; registry and job store: SQLite; build: release.  ",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    )?;
+    writeln!(
+        md,
+        "Date: {}\n",
+        humantime::format_rfc3339_seconds(SystemTime::now())
+    )?;
+    writeln!(
+        md,
+        "{} requests at {}/s, {} KiB PDFs (each unique).\n",
+        args.requests, args.rate, args.kib
+    )?;
+    writeln!(md, "| path | p50 | p99 | max |\n|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| bare: encode `doc.uploaded` + produce, wait for ack | {b50:.1} ms | {b99:.1} ms | {bmax:.1} ms |"
+    )?;
+    writeln!(
+        md,
+        "| `POST /v1/documents` (auth, read body, sniff, PDF check, sha256, blob write, job record, produce + ack, 202) | {a50:.1} ms | {a99:.1} ms | {amax:.1} ms |"
+    )?;
+    writeln!(
+        md,
+        "\nRatio POST / bare: p50 **{:.2}**, p99 **{:.2}**",
+        a50 / b50,
+        a99 / b99
+    )?;
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&args.out, md)?;
+    println!("wrote {}", args.out.display());
+    registry.stop().await;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Ingest metrics: request latency by route and status, produce latency, bytes accepted.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounter, Registry, TextEncoder};
+
+use crate::AppState;
+
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The metrics of one ingest process.
+#[derive(Debug, Clone)]
+pub struct IngestMetrics {
+    registry: Registry,
+    requests: HistogramVec,
+    pub(crate) produce: HistogramVec,
+    pub(crate) upload_bytes: IntCounter,
+}
+
+impl IngestMetrics {
+    /// Creates and registers the metrics.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = HistogramVec::new(
+            HistogramOpts::new(
+                "docflow_ingest_request_duration_seconds",
+                "HTTP request latency by route template and status code",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route", "status"],
+        )?;
+        let produce = HistogramVec::new(
+            HistogramOpts::new(
+                "docflow_ingest_produce_duration_seconds",
+                "Time from send to broker acknowledgement of doc.uploaded, by result",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["result"],
+        )?;
+        let upload_bytes = IntCounter::new(
+            "docflow_ingest_upload_bytes_total",
+            "Bytes of documents accepted (stored and produced)",
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(produce.clone()))?;
+        registry.register(Box::new(upload_bytes.clone()))?;
+        Ok(IngestMetrics {
+            registry,
+            requests,
+            produce,
+            upload_bytes,
+        })
+    }
+
+    /// Prometheus text of every metric.
+    pub fn render(&self) -> Response {
+        let mut buf = Vec::new();
+        let enc = TextEncoder::new();
+        match enc.encode(&self.registry.gather(), &mut buf) {
+            Ok(()) => (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, enc.format_type().to_owned())],
+                buf,
+            )
+                .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+}
+
+/// Middleware: observes every request under its route template (never the raw path, so job
+/// ids do not become labels).
+pub(crate) async fn observe(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .requests
+        .with_label_values(&[route.as_str(), resp.status().as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
