@@ -106,6 +106,21 @@ async fn main() -> anyhow::Result<()> {
         producer_version: "bench".into(),
     };
     let codec = std::sync::Arc::new(codec);
+    // Warm-up (not measured): schema registration, producer metadata, connections.
+    for i in 0..20 {
+        let mut ev = template.clone();
+        ev.document_id = document_id(format!("warm {i}").as_bytes());
+        let payload = codec.encode(&ev).await?;
+        producer
+            .send(
+                FutureRecord::to(&topic)
+                    .key(&ev.document_id)
+                    .payload(&payload),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|(e, _)| e)?;
+    }
     let bare = paced(args.requests, args.rate, |i| {
         let (producer, codec, topic) = (producer.clone(), codec.clone(), topic.clone());
         let mut ev = template.clone();
@@ -152,6 +167,15 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
     let docs = std::sync::Arc::new(docs);
+    for i in 0..20 {
+        let r = http
+            .post(&base)
+            .bearer_auth("bench-token")
+            .body(document(args.requests + i, args.kib))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status() == 202, "warm-up status {}", r.status());
+    }
     let api = paced(args.requests, args.rate, |i| {
         let (http, base, docs) = (http.clone(), base.clone(), docs.clone());
         async move {
