@@ -221,7 +221,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         md,
-        "{} requests at {}/s, {} KiB PDFs (each unique).\n",
+        "{} requests at {}/s, {} KiB PDFs (each unique), after 20 unmeasured warm-up calls per path.\n",
         args.requests, args.rate, args.kib
     )?;
     writeln!(md, "| path | p50 | p99 | max |\n|---|---|---|---|")?;

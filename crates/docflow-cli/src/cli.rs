@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use docflow_config::{KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{dev, schemas, topics};
+use crate::{dev, schemas, topics, upload};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -22,6 +22,8 @@ enum Command {
     /// Start the embedded stack (broker + schema registry), declare topics, register schemas,
     /// and push the sample documents through it.
     Dev(dev::DevArgs),
+    /// Upload documents through the ingest API.
+    Upload(upload::UploadArgs),
     /// Schema contract tools.
     #[command(subcommand)]
     Schemas(SchemasCommand),
@@ -68,6 +70,7 @@ impl Cli {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Dev(args) => dev::run(args).await,
+            Command::Upload(args) => upload::run(args).await,
             Command::Schemas(SchemasCommand::Check { dir, level }) => schemas::check(&dir, level),
             Command::Schemas(SchemasCommand::Register { registry }) => {
                 schemas::register(&registry).await

@@ -6,6 +6,7 @@ mod cli;
 mod dev;
 mod schemas;
 mod topics;
+mod upload;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

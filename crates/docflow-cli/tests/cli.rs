@@ -89,3 +89,85 @@ fn schema_check_passes_on_the_contract_and_fails_on_a_break() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("orders v2"), "{stderr}");
 }
+
+/// `docflow upload` against a real ingest API (real broker, registry, database): accepted
+/// files print their job ids, a refused file makes the command fail with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_sends_files_through_the_api() {
+    use clap::Parser;
+    let broker = docflow_embedded::Broker::start().await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let registry = docflow_embedded::EmbeddedRegistry::start(&format!(
+        "sqlite://{}",
+        state.path().join("registry.db").display()
+    ))
+    .await
+    .unwrap();
+    let topic = docflow_embedded::unique_name("uploaded");
+    docflow_runtime::admin::ensure_topics(
+        &broker.kafka_args(),
+        &[docflow_runtime::admin::TopicSpec::new(&topic, 2)],
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let config = docflow_ingest::Config::try_parse_from([
+        "docflow-ingest".to_owned(),
+        "--kafka-bootstrap-servers".to_owned(),
+        broker.bootstrap_servers(),
+        "--schema-registry-url".to_owned(),
+        registry.url(),
+        "--database-url".to_owned(),
+        format!("sqlite://{}", state.path().join("ingest.db").display()),
+        "--object-dir".to_owned(),
+        state.path().join("objects").display().to_string(),
+        "--topic".to_owned(),
+        topic,
+        "--token".to_owned(),
+        "t0k=acme".to_owned(),
+    ])
+    .unwrap();
+    let app = docflow_ingest::build_state(&config).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(docflow_ingest::serve(app, listener, std::future::pending()));
+
+    let samples = root().join("samples");
+    let run = move |files: Vec<std::path::PathBuf>| {
+        let mut c = docflow();
+        c.arg("upload")
+            .arg("--url")
+            .arg(&url)
+            .arg("--token")
+            .arg("t0k")
+            .args(files);
+        c
+    };
+    let good = vec![
+        samples.join("invoice-acme.pdf"),
+        samples.join("report-q3.pdf"),
+    ];
+    let cmd = run.clone();
+    let out = tokio::task::spawn_blocking(move || cmd(good).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("2 accepted, 0 refused"), "{stdout}");
+
+    let text = state.path().join("notes.txt");
+    std::fs::write(&text, "not a document").unwrap();
+    let bad = vec![samples.join("invoice-acme.pdf"), text];
+    let out = tokio::task::spawn_blocking(move || run(bad).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(stdout.contains("(duplicate)"), "{stdout}");
+    assert!(stdout.contains("notes.txt: 415"), "{stdout}");
+    assert!(stdout.contains("1 accepted, 1 refused"), "{stdout}");
+}
