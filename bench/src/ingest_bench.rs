@@ -142,21 +142,14 @@ async fn main() -> anyhow::Result<()> {
     .await?;
 
     // The API.
-    let config = <docflow_ingest::Config as Parser>::try_parse_from([
-        "docflow-ingest".to_owned(),
-        "--kafka-bootstrap-servers".to_owned(),
-        broker.bootstrap_servers(),
-        "--schema-registry-url".to_owned(),
-        registry.url(),
-        "--database-url".to_owned(),
-        db.url.clone(),
-        "--object-dir".to_owned(),
-        objects.display().to_string(),
-        "--topic".to_owned(),
-        topic.clone(),
-        "--token".to_owned(),
-        "bench-token=bench".to_owned(),
-    ])?;
+    let mut config = docflow_ingest::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &db.url,
+        &objects,
+        &[("bench-token", "bench")],
+    )?;
+    config.topic = topic.clone();
     let state = docflow_ingest::build_state(&config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}/v1/documents", listener.local_addr()?);

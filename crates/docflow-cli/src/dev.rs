@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser};
+use clap::Args;
 use docflow_embedded::{Broker, EmbeddedRegistry, Storage, free_port, unique_name};
 use docflow_events::topics::DOC_UPLOADED;
 use docflow_events::{DocUploaded, EventCodec};
@@ -130,19 +130,13 @@ async fn start_ingest(
     broker: &Broker,
     registry: &EmbeddedRegistry,
 ) -> anyhow::Result<Ingest> {
-    let config = docflow_ingest::Config::try_parse_from([
-        "docflow-ingest".to_owned(),
-        "--kafka-bootstrap-servers".to_owned(),
-        broker.bootstrap_servers(),
-        "--schema-registry-url".to_owned(),
-        registry.url(),
-        "--database-url".to_owned(),
-        format!("sqlite://{}", state.join("ingest.db").display()),
-        "--object-dir".to_owned(),
-        state.join("objects").display().to_string(),
-        "--token".to_owned(),
-        format!("{DEV_TOKEN}={}", args.tenant),
-    ])?;
+    let config = docflow_ingest::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &format!("sqlite://{}", state.join("ingest.db").display()),
+        &state.join("objects"),
+        &[(DEV_TOKEN, args.tenant.as_str())],
+    )?;
     let app = docflow_ingest::build_state(&config).await?;
     let listener =
         tokio::net::TcpListener::bind(("127.0.0.1", args.ingest_port.unwrap_or(0))).await?;

@@ -94,7 +94,6 @@ fn schema_check_passes_on_the_contract_and_fails_on_a_break() {
 /// files print their job ids, a refused file makes the command fail with its reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_sends_files_through_the_api() {
-    use clap::Parser;
     let broker = docflow_embedded::Broker::start().await.unwrap();
     let state = tempfile::tempdir().unwrap();
     let registry = docflow_embedded::EmbeddedRegistry::start(&format!(
@@ -111,22 +110,15 @@ async fn upload_sends_files_through_the_api() {
     )
     .await
     .unwrap();
-    let config = docflow_ingest::Config::try_parse_from([
-        "docflow-ingest".to_owned(),
-        "--kafka-bootstrap-servers".to_owned(),
-        broker.bootstrap_servers(),
-        "--schema-registry-url".to_owned(),
-        registry.url(),
-        "--database-url".to_owned(),
-        format!("sqlite://{}", state.path().join("ingest.db").display()),
-        "--object-dir".to_owned(),
-        state.path().join("objects").display().to_string(),
-        "--topic".to_owned(),
-        topic,
-        "--token".to_owned(),
-        "t0k=acme".to_owned(),
-    ])
+    let mut config = docflow_ingest::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &format!("sqlite://{}", state.path().join("ingest.db").display()),
+        &state.path().join("objects"),
+        &[("t0k", "acme")],
+    )
     .unwrap();
+    config.topic = topic;
     let app = docflow_ingest::build_state(&config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
@@ -247,10 +247,15 @@ pub async fn bind_admin(addr: SocketAddr) -> Result<tokio::net::TcpListener, Run
         .map_err(|e| RuntimeError::Io(format!("binding admin endpoint {addr}: {e}")))
 }
 
-async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
+async fn metrics(State(s): State<AdminState>) -> Response {
+    render(&s.registry)
+}
+
+/// `registry` as a Prometheus text-format response (every docflow `/metrics` endpoint).
+pub fn render(registry: &Registry) -> Response {
     let mut buf = Vec::new();
     let enc = TextEncoder::new();
-    match enc.encode(&s.registry.gather(), &mut buf) {
+    match enc.encode(&registry.gather(), &mut buf) {
         Ok(()) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, enc.format_type().to_owned())],

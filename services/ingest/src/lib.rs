@@ -98,6 +98,35 @@ pub struct Config {
     pub telemetry: TelemetryArgs,
 }
 
+impl Config {
+    /// The configuration of an ingest API inside a local stack (`docflow dev`, tests,
+    /// benchmarks): every other setting keeps its command-line default.
+    pub fn local(
+        bootstrap_servers: &str,
+        registry_url: &str,
+        database_url: &str,
+        object_dir: &std::path::Path,
+        tokens: &[(&str, &str)],
+    ) -> Result<Self, clap::Error> {
+        let mut args = vec![
+            "docflow-ingest".to_owned(),
+            "--kafka-bootstrap-servers".to_owned(),
+            bootstrap_servers.to_owned(),
+            "--schema-registry-url".to_owned(),
+            registry_url.to_owned(),
+            "--database-url".to_owned(),
+            database_url.to_owned(),
+            "--object-dir".to_owned(),
+            object_dir.display().to_string(),
+        ];
+        for (token, tenant) in tokens {
+            args.push("--token".to_owned());
+            args.push(format!("{token}={tenant}"));
+        }
+        Self::try_parse_from(args)
+    }
+}
+
 /// Everything a request needs.
 pub struct AppState {
     pub(crate) jobs: jobs::Jobs,

@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounter, Registry, TextEncoder};
+use axum::response::Response;
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, Registry};
 
 use crate::AppState;
 
@@ -61,17 +60,7 @@ impl IngestMetrics {
 
     /// Prometheus text of every metric.
     pub fn render(&self) -> Response {
-        let mut buf = Vec::new();
-        let enc = TextEncoder::new();
-        match enc.encode(&self.registry.gather(), &mut buf) {
-            Ok(()) => (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, enc.format_type().to_owned())],
-                buf,
-            )
-                .into_response(),
-            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-        }
+        docflow_runtime::metrics::render(&self.registry)
     }
 }
 

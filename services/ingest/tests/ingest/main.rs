@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use clap::Parser;
 use docflow_embedded::{Broker, EmbeddedRegistry, Storage, unique_name};
 use docflow_events::{DocUploaded, EventCodec, document_id};
 use docflow_ingest::Config;
@@ -47,30 +46,18 @@ impl Stack {
         .await
         .unwrap();
         let objects = std::env::temp_dir().join(unique_name("objects"));
-        let config = Config::try_parse_from([
-            "docflow-ingest",
-            "--kafka-bootstrap-servers",
+        let mut config = Config::local(
             &broker.bootstrap_servers(),
-            "--schema-registry-url",
             &registry.url(),
-            "--database-url",
             &db.url,
-            "--object-dir",
-            objects.to_str().unwrap(),
-            "--topic",
-            &topic,
-            "--token",
-            &format!("{ALICE}=alice"),
-            "--token",
-            &format!("{BOB}=bob"),
-            "--max-upload-bytes",
-            "4096",
-            "--max-pages",
-            "10",
-            "--produce-timeout",
-            "3s",
-        ])
+            &objects,
+            &[(ALICE, "alice"), (BOB, "bob")],
+        )
         .unwrap();
+        config.topic = topic.clone();
+        config.max_upload_bytes = 4096;
+        config.max_pages = 10;
+        config.produce_timeout = Duration::from_secs(3);
         let state = docflow_ingest::build_state(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
