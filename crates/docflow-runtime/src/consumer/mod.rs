@@ -388,6 +388,12 @@ impl<H: Handler> State<H> {
                 }
             }
             if tpl.count() > 0 {
+                // Store as well as commit: with auto-commit on, the client commits the stored
+                // offsets of revoked partitions once more as it unassigns them, and an older
+                // stored offset would move the group's position back (a redelivery).
+                if let Err(e) = consumer.store_offsets(&tpl) {
+                    tracing::debug!(error = %e, "storing offsets on revoke failed");
+                }
                 if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
                     tracing::warn!(error = %e, "commit on revoke failed");
                 } else {

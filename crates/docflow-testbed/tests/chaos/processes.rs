@@ -81,7 +81,9 @@ async fn clean_shutdown_and_restart_redeliver_nothing() {
     bed.finish().await;
 }
 
-/// 1 → 3 → 1 replicas while records flow: nothing lost.
+/// 1 → 3 → 1 replicas while records flow: nothing lost. Redeliveries are printed (0 in
+/// recent runs: revocations store and commit what is done); not asserted, because a
+/// revocation that hits `--revoke-timeout` legitimately redelivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_out_and_in_loses_nothing() {
     let bed = Bed::new(6).await;
