@@ -31,21 +31,13 @@ pub(crate) async fn register(registry: &RegistryArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn codec(registry: &RegistryArgs) -> anyhow::Result<EventCodec> {
-    let mut builder = schema_registry_settings(registry);
-    Ok(EventCodec::new(
-        builder.build().context("registry settings")?,
-    ))
-}
-
-fn schema_registry_settings(registry: &RegistryArgs) -> docflow_events::codec::SrSettingsBuilder {
-    let mut b = docflow_events::codec::SrSettings::new_builder(
-        registry.url.as_str().trim_end_matches('/').to_owned(),
-    );
-    b.set_timeout(registry.timeout).no_proxy();
-    if let Some(user) = &registry.username {
-        b.set_basic_authorization(user, registry.password.as_deref());
-    }
-    b
+    EventCodec::connect(
+        registry.url.as_str(),
+        registry.username.as_deref(),
+        registry.password.as_deref(),
+        registry.timeout,
+    )
+    .context("schema registry settings")
 }
 
 pub(crate) async fn register_all(codec: &EventCodec) -> anyhow::Result<()> {

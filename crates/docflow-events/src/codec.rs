@@ -190,9 +190,23 @@ impl EventCodec {
 
     /// A codec for a registry at `url` without authentication.
     pub fn from_url(url: &str, timeout: Duration) -> Result<Self, CodecError> {
-        let settings = SrSettings::new_builder(url.trim_end_matches('/').to_owned())
-            .set_timeout(timeout)
-            .no_proxy()
+        Self::connect(url, None, None, timeout)
+    }
+
+    /// A codec for a registry at `url`, with basic auth when `username` is given (Confluent
+    /// Cloud: API key and secret).
+    pub fn connect(
+        url: &str,
+        username: Option<&str>,
+        password: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Self, CodecError> {
+        let mut builder = SrSettings::new_builder(url.trim_end_matches('/').to_owned());
+        builder.set_timeout(timeout).no_proxy();
+        if let Some(user) = username {
+            builder.set_basic_authorization(user, password);
+        }
+        let settings = builder
             .build()
             .map_err(|e| CodecError::from_registry(e, None))?;
         Ok(Self::new(settings))

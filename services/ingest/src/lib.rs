@@ -185,19 +185,12 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         ));
     }
     let producer = docflow_runtime::producer::idempotent_producer(&kafka, "docflow-ingest")?;
-    let mut sr = docflow_events::codec::SrSettings::new_builder(
-        config
-            .registry
-            .url
-            .as_str()
-            .trim_end_matches('/')
-            .to_owned(),
-    );
-    sr.set_timeout(config.registry.timeout).no_proxy();
-    if let Some(user) = &config.registry.username {
-        sr.set_basic_authorization(user, config.registry.password.as_deref());
-    }
-    let codec = EventCodec::new(sr.build()?);
+    let codec = EventCodec::connect(
+        config.registry.url.as_str(),
+        config.registry.username.as_deref(),
+        config.registry.password.as_deref(),
+        config.registry.timeout,
+    )?;
     let mut tokens: HashMap<String, String> = config.tokens.iter().cloned().collect();
     if let Some(path) = &config.tokens_file {
         tokens.extend(read_tokens_file(path)?);
