@@ -65,11 +65,16 @@ pub async fn ensure_topics(
         .create_topics(new_topics.iter(), &opts)
         .await
         .map_err(RuntimeError::kafka("CreateTopics"))?;
+    let mut wait_for = specs.to_vec();
     for r in results {
         match r {
             Ok(name) => tracing::info!(topic = %name, "topic created"),
             Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                // Left as it is: wait for it to be visible, whatever its partition count.
                 tracing::debug!(topic = %name, "topic exists");
+                for s in wait_for.iter_mut().filter(|s| s.name == name) {
+                    s.partitions = 1;
+                }
             }
             Err((name, code)) => {
                 return Err(RuntimeError::CreateTopic {
@@ -80,8 +85,7 @@ pub async fn ensure_topics(
         }
     }
     let kafka = kafka.clone();
-    let specs = specs.to_vec();
-    tokio::task::spawn_blocking(move || wait_for_partitions(&kafka, &specs, timeout))
+    tokio::task::spawn_blocking(move || wait_for_partitions(&kafka, &wait_for, timeout))
         .await
         .map_err(|e| RuntimeError::Timeout(format!("metadata wait task failed: {e}")))?
 }
