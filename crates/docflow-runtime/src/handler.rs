@@ -111,4 +111,17 @@ pub trait Handler: Send + Sync + 'static {
     /// Processes one record. Return only once the side effect is durable: the offset is
     /// stored right after.
     fn handle(&self, record: &Record) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// Called once the dead-letter topic has acknowledged `record` (after its last attempt
+    /// failed with `error`), before its offset is stored: a stage records the outcome where
+    /// users look for it (the result store). Best effort; a failure here is logged by the
+    /// handler and does not hold the partition. The default does nothing.
+    fn dead_lettered(
+        &self,
+        record: &Record,
+        error: &HandlerError,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (record, error);
+        async {}
+    }
 }

@@ -554,7 +554,7 @@ fn abandoned<H>(s: &Shared<H>) -> Outcome {
     Outcome::Abandoned
 }
 
-async fn dead_letter<H>(s: &Shared<H>, record: &Record, e: &HandlerError) -> Outcome {
+async fn dead_letter<H: Handler>(s: &Shared<H>, record: &Record, e: &HandlerError) -> Outcome {
     let topic = dlq::topic_for(&record.topic, &s.group);
     let headers =
         dlq::dead_letter_headers(record, &s.group, e.class(), e.message(), record.attempt);
@@ -575,6 +575,7 @@ async fn dead_letter<H>(s: &Shared<H>, record: &Record, e: &HandlerError) -> Out
                     .with_label_values(&[&s.group, outcome::DEAD_LETTERED])
                     .inc();
                 tracing::warn!(class = e.class(), error = e.message(), dlq = %topic, attempts = record.attempt, "dead-lettered");
+                s.handler.dead_lettered(record, e).await;
                 return Outcome::Done;
             }
             Err((err, _)) => {
