@@ -19,8 +19,18 @@ pub mod wire;
 pub use codec::{CodecError, EventCodec};
 pub use compat::{CompatibilityLevel, check_compatibility};
 pub use schema::{Event, SchemaError};
-pub use types::{DocProcessed, DocUploaded, Outcome, document_id};
+pub use types::{DocProcessed, DocUploaded, Outcome, document_id, idempotency_key};
 pub use wire::WireError;
+
+/// Stage names: each is a consumer group and the `stage` of its results.
+pub mod stages {
+    /// First-page PNG thumbnails.
+    pub const THUMBNAILS: &str = "thumbnails";
+    /// Text extraction (OCR where needed) and page embeddings.
+    pub const OCR_EMBEDDINGS: &str = "ocr-embeddings";
+    /// Per-tenant rollups.
+    pub const ANALYTICS_ROLLUP: &str = "analytics-rollup";
+}
 
 /// Topic names of the pipeline.
 pub mod topics {

@@ -15,6 +15,20 @@ pub fn document_id(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The idempotency key of a stage's result: lowercase hex SHA-256 of the document bytes, the
+/// stage name and the stage version (decimal), each followed by a NUL separator. Replaying a
+/// document through the same stage version yields the same key, so nothing is written twice;
+/// a fixed stage ships a new version and writes under new keys.
+pub fn idempotency_key(bytes: &[u8], stage: &str, stage_version: i32) -> String {
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.update([0]);
+    h.update(stage.as_bytes());
+    h.update([0]);
+    h.update(stage_version.to_string().as_bytes());
+    hex::encode(h.finalize())
+}
+
 /// Whether `id` has the shape of a document id (64 lowercase hex characters).
 pub fn is_document_id(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -187,6 +201,23 @@ pub(crate) mod tests {
         assert!(is_document_id(&id));
         assert!(!is_document_id("ABC"));
         assert!(!is_document_id(&id.to_uppercase()));
+    }
+
+    #[test]
+    fn idempotency_key_separates_bytes_stage_and_version() {
+        let k = idempotency_key(b"doc", "thumbnails", 1);
+        // sha256("doc\0thumbnails\01")
+        let mut h = Sha256::new();
+        h.update(b"doc\x00thumbnails\x001");
+        assert_eq!(k, hex::encode(h.finalize()));
+        assert_eq!(k, idempotency_key(b"doc", "thumbnails", 1));
+        assert_ne!(k, idempotency_key(b"doc", "thumbnails", 2));
+        assert_ne!(k, idempotency_key(b"doc", "ocr-embeddings", 1));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(
+            idempotency_key(b"ab", "c", 1),
+            idempotency_key(b"a", "bc", 1)
+        );
     }
 
     /// The embedded schema of each type is the newest file on disk, and the on-disk history
