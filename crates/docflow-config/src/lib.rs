@@ -7,12 +7,14 @@
 mod consumer;
 mod database;
 mod kafka;
+mod objects;
 mod registry;
 mod telemetry;
 
 pub use consumer::ConsumerArgs;
 pub use database::DatabaseArgs;
 pub use kafka::{KafkaArgs, SaslMechanism, SecurityProtocol};
+pub use objects::ObjectStoreArgs;
 pub use registry::RegistryArgs;
 pub use telemetry::{LogFormat, TelemetryArgs, TelemetryError};
 
@@ -48,6 +50,8 @@ mod tests {
         consumer: ConsumerArgs,
         #[command(flatten)]
         telemetry: TelemetryArgs,
+        #[command(flatten)]
+        objects: ObjectStoreArgs,
     }
 
     #[test]
@@ -68,6 +72,7 @@ mod tests {
         assert_eq!(all.consumer.workers, 7);
         assert_eq!(all.kafka.bootstrap_servers, "127.0.0.1:9092");
         assert_eq!(all.telemetry.log_filter, "info");
+        assert_eq!(all.objects.dir, std::path::PathBuf::from(".run/objects"));
     }
 
     #[test]

@@ -11,7 +11,22 @@ use std::time::Duration;
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 
+pub mod blobs;
+pub mod results;
 pub mod scratch;
+
+pub use blobs::{BlobError, Blobs};
+pub use results::{ResultStore, StageRun, StageStatus};
+
+/// The migrations of the docflow database (ingest jobs, stage results), shared by every
+/// service that writes or reads it.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Brings the database schema up to date (idempotent; safe from several replicas).
+pub async fn migrate(pool: &AnyPool) -> Result<(), StoreError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
 
 /// Which database a URL points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

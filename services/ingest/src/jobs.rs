@@ -50,8 +50,7 @@ pub struct Jobs {
 impl Jobs {
     /// Runs migrations.
     pub async fn open(pool: AnyPool) -> Result<Self, ApiError> {
-        sqlx::migrate!("./migrations")
-            .run(&pool)
+        docflow_store::migrate(&pool)
             .await
             .map_err(|e| ApiError::Internal(format!("migrations: {e}")))?;
         Ok(Jobs { pool })

@@ -1,0 +1,175 @@
+//! The blob store: document bytes and derived artifacts (thumbnails, ...) in a local
+//! directory through `object_store`, the same directory for every service of a stack.
+//!
+//! Keys are built by the server from path segments (tenant, document id, stage, version), each
+//! segment escaped, so no user input names a path. Events carry `file://` URIs of blobs; a
+//! reader turns one back into a key with [`Blobs::key_of`], which refuses anything outside
+//! the store, so a forged event cannot make a stage read an arbitrary file.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as Key;
+use object_store::{ObjectStoreExt, PutPayload};
+
+/// Blob store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    /// The store's directory cannot be created or opened.
+    #[error("object store directory {dir}: {source}")]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A URI that names no blob of this store (other scheme, outside the root, malformed).
+    #[error("{uri:?} is not a blob of this object store: {reason}")]
+    Foreign {
+        /// The URI.
+        uri: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The store failed (I/O); usually worth retrying.
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+}
+
+/// A local object store rooted at one directory.
+#[derive(Debug, Clone)]
+pub struct Blobs {
+    store: Arc<LocalFileSystem>,
+    root: PathBuf,
+}
+
+impl Blobs {
+    /// Opens (creating if missing) the store at `dir`.
+    pub fn open(dir: &Path) -> Result<Self, BlobError> {
+        let io = |source| BlobError::Dir {
+            dir: dir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let root = dir.canonicalize().map_err(io)?;
+        let store = LocalFileSystem::new_with_prefix(&root)?;
+        Ok(Blobs {
+            store: Arc::new(store),
+            root,
+        })
+    }
+
+    /// The store's directory (canonical).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The key made of `segments`, each escaped (a `/` inside a segment does not nest).
+    pub fn key<'a>(segments: impl IntoIterator<Item = &'a str>) -> Key {
+        Key::from_iter(segments)
+    }
+
+    /// The `file://` URI of `key`, as carried in events.
+    pub fn uri(&self, key: &Key) -> String {
+        let path = self.root.join(key.as_ref());
+        match url::Url::from_file_path(&path) {
+            Ok(u) => u.to_string(),
+            Err(()) => format!("file://{}", path.display()),
+        }
+    }
+
+    /// The key of a `file://` URI inside this store.
+    pub fn key_of(&self, uri: &str) -> Result<Key, BlobError> {
+        let foreign = |reason| BlobError::Foreign {
+            uri: uri.to_owned(),
+            reason,
+        };
+        let url = url::Url::parse(uri).map_err(|_| foreign("not a URI"))?;
+        if url.scheme() != "file" {
+            return Err(foreign("only file:// URIs are supported"));
+        }
+        let path = url
+            .to_file_path()
+            .map_err(|()| foreign("not a file path"))?;
+        let rel = path
+            .strip_prefix(&self.root)
+            .map_err(|_| foreign("outside the object store directory"))?;
+        let mut parts = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(s) => parts.push(s.to_str().ok_or(foreign("not UTF-8"))?),
+                _ => return Err(foreign("not a plain relative path")),
+            }
+        }
+        if parts.is_empty() {
+            return Err(foreign("names the store itself"));
+        }
+        Key::parse(parts.join("/")).map_err(|_| foreign("not a valid object key"))
+    }
+
+    /// Writes `bytes` under `key` (atomically: readers see the old or the new blob).
+    pub async fn put(&self, key: &Key, bytes: Bytes) -> Result<(), BlobError> {
+        self.store.put(key, PutPayload::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// The blob under `key`, or `None` when there is none.
+    pub async fn get(&self, key: &Key) -> Result<Option<Bytes>, BlobError> {
+        match self.store.get(key).await {
+            Ok(r) => Ok(Some(r.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keys_uris_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(&dir.path().join("objects")).unwrap();
+        let key = Blobs::key(["acme corp", "ab/cd"]);
+        assert_eq!(key.parts().count(), 2, "a slash in a segment does not nest");
+        blobs.put(&key, Bytes::from_static(b"hello")).await.unwrap();
+        let uri = blobs.uri(&key);
+        assert!(uri.starts_with("file:///"), "{uri}");
+        let back = blobs.key_of(&uri).unwrap();
+        assert_eq!(back, key);
+        assert_eq!(
+            blobs.get(&back).await.unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert!(
+            blobs
+                .get(&Blobs::key(["acme corp", "missing"]))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn foreign_uris_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(dir.path()).unwrap();
+        let root = blobs.root().display().to_string();
+        for uri in [
+            "s3://bucket/key".to_owned(),
+            "file:///etc/passwd".to_owned(),
+            format!("file://{root}/../escape"),
+            format!("file://{root}"),
+            "not a uri".to_owned(),
+        ] {
+            assert!(
+                matches!(blobs.key_of(&uri), Err(BlobError::Foreign { .. })),
+                "{uri} accepted"
+            );
+        }
+    }
+}
