@@ -1,21 +1,23 @@
-//! Routes: `POST /v1/documents`, `GET /v1/jobs/{id}`, `GET /openapi.json`, `GET /healthz`.
+//! Routes: `POST /v1/documents`, `GET /v1/jobs/{id}`, `GET /v1/documents/{id}/thumbnail`,
+//! `GET /openapi.json`, `GET /healthz`, `GET /metrics`.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use docflow_events::{DocUploaded, document_id, types::is_document_id};
+use bytes::{Bytes, BytesMut};
+use docflow_events::{DocUploaded, document_id, stages, types::is_document_id};
 use docflow_runtime::trace::{TRACEPARENT, TraceContext};
-use object_store::{PutOptions, PutPayload};
+use docflow_store::{Blobs, StageRun, StageStatus};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -32,6 +34,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/documents", post(upload))
         .route("/v1/jobs/{id}", get(job))
+        .route("/v1/documents/{id}/thumbnail", get(thumbnail))
         .route(
             "/openapi.json",
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
@@ -76,6 +79,27 @@ struct UploadQuery {
     #[serde(default)]
     reprocess: bool,
     filename: Option<String>,
+    /// Request/reply: wait up to this long (`5s`, `1500ms`; capped) for every stage.
+    wait: Option<String>,
+}
+
+/// The `?wait=` of a request, capped to `max`; `None` for no wait.
+fn parse_wait(raw: Option<&str>, max: Duration) -> Result<Option<Duration>, ApiError> {
+    let Some(raw) = raw.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    let d = if raw.bytes().all(|b| b.is_ascii_digit()) {
+        // A bare number is seconds.
+        raw.parse::<u64>().map(Duration::from_secs).ok()
+    } else {
+        humantime::parse_duration(raw).ok()
+    }
+    .ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "invalid wait {raw:?}: use a duration such as 5s or 1500ms"
+        ))
+    })?;
+    Ok((!d.is_zero()).then(|| d.min(max)))
 }
 
 fn accepted(id: &str, status: &str, duplicate: bool) -> Response {
@@ -92,25 +116,98 @@ fn accepted(id: &str, status: &str, duplicate: bool) -> Response {
         .into_response()
 }
 
+/// The uploaded document and the name it came with.
+struct Upload {
+    bytes: Bytes,
+    file_name: Option<String>,
+}
+
+fn is_multipart(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("multipart/form-data"))
+}
+
+/// A raw body, at most `limit` bytes.
+async fn read_raw(body: Body, limit: u64) -> Result<Upload, ApiError> {
+    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+        .await
+        .map_err(|_| ApiError::TooLarge { limit })?;
+    Ok(Upload {
+        bytes,
+        file_name: None,
+    })
+}
+
+/// A `multipart/form-data` body: exactly one part named `file`, at most `limit` bytes; the
+/// limit is enforced while reading, so an oversized part is never held in memory.
+async fn read_multipart(req: Request, limit: u64) -> Result<Upload, ApiError> {
+    let bad = |e: axum::extract::multipart::MultipartError| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge { limit }
+        } else {
+            ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
+        }
+    };
+    let mut multipart = Multipart::from_request(req, &())
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("multipart: {}", e.body_text())))?;
+    let mut upload: Option<Upload> = None;
+    while let Some(mut field) = multipart.next_field().await.map_err(bad)? {
+        if field.name() != Some("file") {
+            return Err(ApiError::BadRequest(format!(
+                "unexpected multipart part {:?}: send the document as the part named \"file\"",
+                field.name().unwrap_or("")
+            )));
+        }
+        if upload.is_some() {
+            return Err(ApiError::BadRequest(
+                "more than one part named \"file\": one document per request".into(),
+            ));
+        }
+        let file_name = field.file_name().map(str::to_owned);
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = field.chunk().await.map_err(bad)? {
+            if (buf.len() + chunk.len()) as u64 > limit {
+                return Err(ApiError::TooLarge { limit });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        upload = Some(Upload {
+            bytes: buf.freeze(),
+            file_name,
+        });
+    }
+    upload.ok_or_else(|| ApiError::BadRequest("multipart body has no part named \"file\"".into()))
+}
+
 async fn upload(
     State(state): Shared,
     Query(q): Query<UploadQuery>,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
     let tenant = tenant(&state, &headers)?;
+    let wait = parse_wait(q.wait.as_deref(), state.max_wait)?;
     let limit = state.max_upload_bytes;
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+    let multipart = is_multipart(&headers);
+    // A raw body announces its size: refuse before reading. (A multipart length includes
+    // the framing, so its limit is checked on the part itself.)
+    if !multipart
+        && let Some(len) = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
         && len > limit
     {
         return Err(ApiError::TooLarge { limit });
     }
-    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
-        .await
-        .map_err(|_| ApiError::TooLarge { limit })?;
+    let Upload { bytes, file_name } = if multipart {
+        read_multipart(req, limit).await?
+    } else {
+        read_raw(req.into_body(), limit).await?
+    };
     if bytes.is_empty() {
         return Err(ApiError::BadRequest(
             "empty body: send the document bytes".into(),
@@ -120,7 +217,7 @@ async fn upload(
     if kind == Kind::Pdf {
         check_pdf(&bytes, state.max_pages)?;
     }
-    let file_name = q.filename.map(|f| {
+    let file_name = q.filename.or(file_name).map(|f| {
         f.chars()
             .filter(|c| !c.is_control())
             .take(255)
@@ -134,18 +231,18 @@ async fn upload(
     {
         state.jobs.record_upload(&existing).await?;
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
-        return Ok(accepted(&id, &existing.status, true));
+        return reply(&state, &tenant, &id, &existing.status, true, wait).await;
     }
 
     // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes).
-    let key = object_store::path::Path::from(format!("{tenant}/{id}"));
+    let key = Blobs::key([tenant.as_str(), id.as_str()]);
     let size = bytes.len();
     state
         .blobs
-        .put_opts(&key, PutPayload::from(bytes), PutOptions::default())
+        .put(&key, bytes)
         .await
-        .map_err(|e| ApiError::Unavailable(format!("object store: {e}")))?;
-    let object_uri = format!("file://{}/{tenant}/{id}", state.object_root.display());
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    let object_uri = state.blobs.uri(&key);
 
     // 2. The record, before the event: a stored blob always has one.
     let job = Job {
@@ -171,7 +268,7 @@ async fn upload(
                 .await?;
             state.metrics.upload_bytes.inc_by(size as u64);
             tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
-            Ok(accepted(&id, status::ACCEPTED, false))
+            reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await
         }
         Err(e) => {
             // Best effort: the record already says `stored`; mark why it went no further.
@@ -182,6 +279,57 @@ async fn upload(
             Err(e)
         }
     }
+}
+
+/// `202` with the job id; or, when the request asked to wait and every stage finished in
+/// time, `200` with the job's results.
+async fn reply(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    status: &str,
+    duplicate: bool,
+    wait: Option<Duration>,
+) -> Result<Response, ApiError> {
+    if let Some(wait) = wait
+        && let Some(body) = wait_for_stages(state, tenant, id, wait).await?
+    {
+        return Ok((StatusCode::OK, axum::Json(body)).into_response());
+    }
+    Ok(accepted(id, status, duplicate))
+}
+
+/// Polls the result store (20 ms, doubling to 200 ms) until every configured stage has
+/// finished with the document (done, failed or dead-lettered) or `wait` is over.
+async fn wait_for_stages(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    wait: Duration,
+) -> Result<Option<Value>, ApiError> {
+    let deadline = Instant::now() + wait;
+    let mut interval = Duration::from_millis(20);
+    loop {
+        let runs = state.results.latest_runs(tenant, id).await.map_err(store)?;
+        if all_finished(&state.stages, &runs) {
+            let job = state
+                .jobs
+                .get(tenant, id)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(id.to_owned()))?;
+            return Ok(Some(job_body(state, &job, &runs)?));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        tokio::time::sleep(interval.min(left)).await;
+        interval = (interval * 2).min(Duration::from_millis(200));
+    }
+}
+
+fn all_finished(stages: &[String], runs: &[StageRun]) -> bool {
+    stages.iter().all(|s| runs.iter().any(|r| &r.stage == s))
 }
 
 async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
@@ -228,22 +376,201 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
     Ok(())
 }
 
+fn store(e: docflow_store::StoreError) -> ApiError {
+    if e.is_unavailable() {
+        ApiError::Unavailable(e.to_string())
+    } else {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+fn stage_json(run: &StageRun) -> Value {
+    json!({
+        "stage": run.stage,
+        "status": run.status.as_str(),
+        "stage_version": run.stage_version,
+        "attempts": run.attempts,
+        "started_at_ms": run.started_at_ms,
+        "finished_at_ms": run.finished_at_ms,
+        "duration_ms": run.duration_ms(),
+        "error": run.error,
+        "output": run.output.as_deref().and_then(|o| serde_json::from_str::<Value>(o).ok()),
+    })
+}
+
+/// A job with its stages: every configured stage (`pending` until it reports) and any other
+/// stage that reported; the pipeline state; text, summary and thumbnail URL once there.
+fn job_body(state: &AppState, job: &Job, runs: &[StageRun]) -> Result<Value, ApiError> {
+    let mut stages: Vec<Value> = state
+        .stages
+        .iter()
+        .map(|name| match runs.iter().find(|r| &r.stage == name) {
+            Some(run) => stage_json(run),
+            None => json!({"stage": name, "status": "pending"}),
+        })
+        .collect();
+    stages.extend(
+        runs.iter()
+            .filter(|r| !state.stages.contains(&r.stage))
+            .map(stage_json),
+    );
+    let pipeline = if job.status != status::ACCEPTED {
+        "not_started"
+    } else if !all_finished(&state.stages, runs) {
+        "processing"
+    } else if state.stages.iter().all(|s| {
+        runs.iter()
+            .any(|r| &r.stage == s && r.status == StageStatus::Done)
+    }) {
+        "done"
+    } else {
+        "failed"
+    };
+    let from_output = |field: &str| {
+        runs.iter()
+            .filter(|r| r.status == StageStatus::Done)
+            .filter_map(|r| serde_json::from_str::<Value>(r.output.as_deref()?).ok())
+            .find_map(|o| o.get(field).filter(|v| v.is_string()).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let thumbnail = runs
+        .iter()
+        .any(|r| r.stage == stages::THUMBNAILS && r.status == StageStatus::Done);
+    let mut body = serde_json::to_value(job).map_err(|e| ApiError::Internal(e.to_string()))?;
+    body["pipeline"] = json!(pipeline);
+    body["stages"] = Value::Array(stages);
+    body["text"] = from_output("text");
+    body["summary"] = from_output("summary");
+    body["thumbnail_url"] = if thumbnail {
+        json!(format!("/v1/documents/{}/thumbnail", job.job_id))
+    } else {
+        Value::Null
+    };
+    Ok(body)
+}
+
+/// The tenant's job `id`; another tenant's job is simply not found (no 403 that would leak
+/// its existence).
+async fn own_job(state: &AppState, tenant: &str, id: &str) -> Result<Job, ApiError> {
+    if !is_document_id(id) {
+        return Err(ApiError::NotFound(id.to_owned()));
+    }
+    state
+        .jobs
+        .get(tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(id.to_owned()))
+}
+
 async fn job(
     State(state): Shared,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &headers)?;
-    if !is_document_id(&id) {
-        return Err(ApiError::NotFound(id));
-    }
-    // Another tenant's job is simply not found: no 403 that would leak its existence.
-    let job = state
-        .jobs
-        .get(&tenant, &id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(id.clone()))?;
-    let mut body = serde_json::to_value(&job).map_err(|e| ApiError::Internal(e.to_string()))?;
-    body["stages"] = json!([]);
+    let job = own_job(&state, &tenant, &id).await?;
+    let runs = state
+        .results
+        .latest_runs(&tenant, &id)
+        .await
+        .map_err(store)?;
+    let body = job_body(&state, &job, &runs)?;
     Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+/// The first-page thumbnail (PNG) of the newest thumbnails run; `304` when the client's
+/// `If-None-Match` already names it.
+async fn thumbnail(
+    State(state): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&state, &headers)?;
+    own_job(&state, &tenant, &id).await?;
+    let runs = state
+        .results
+        .latest_runs(&tenant, &id)
+        .await
+        .map_err(store)?;
+    let run = runs.iter().find(|r| r.stage == stages::THUMBNAILS);
+    let (run, result_ref) = match run {
+        Some(run) if run.status == StageStatus::Done => match &run.result_ref {
+            Some(r) => (run, r),
+            None => return Err(ApiError::Internal("thumbnail run without a result".into())),
+        },
+        Some(run) => {
+            return Err(ApiError::NotReady(format!(
+                "no thumbnail: stage thumbnails v{} {} ({})",
+                run.stage_version,
+                run.status.as_str(),
+                run.error.as_deref().unwrap_or("no detail")
+            )));
+        }
+        None => {
+            return Err(ApiError::NotReady(
+                "thumbnail not ready yet: stage thumbnails is pending".into(),
+            ));
+        }
+    };
+    let etag = format!(
+        "\"{}\"",
+        run.idempotency_key
+            .as_deref()
+            .unwrap_or(result_ref.as_str())
+    );
+    if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    }
+    let key = object_store::path::Path::parse(result_ref)
+        .map_err(|e| ApiError::Internal(format!("thumbnail reference {result_ref:?}: {e}")))?;
+    let png = state
+        .blobs
+        .get(&key)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?
+        .ok_or_else(|| ApiError::Internal(format!("thumbnail blob {result_ref} is missing")))?;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "image/png".to_owned()),
+            (header::ETAG, etag),
+            (header::CACHE_CONTROL, "private, max-age=86400".to_owned()),
+        ],
+        png,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_is_parsed_and_capped() {
+        let max = Duration::from_secs(30);
+        assert_eq!(parse_wait(None, max).unwrap(), None);
+        assert_eq!(parse_wait(Some(""), max).unwrap(), None);
+        assert_eq!(parse_wait(Some("0s"), max).unwrap(), None);
+        assert_eq!(
+            parse_wait(Some("5s"), max).unwrap(),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            parse_wait(Some("1500ms"), max).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_wait(Some("7"), max).unwrap(),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(parse_wait(Some("1h"), max).unwrap(), Some(max));
+        assert!(matches!(
+            parse_wait(Some("soon"), max),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
 }

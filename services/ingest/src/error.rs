@@ -13,6 +13,9 @@ pub enum ApiError {
     /// 404: no such job for this tenant (other tenants' jobs are not found either).
     #[error("job {0} not found")]
     NotFound(String),
+    /// 404: the job exists but the asked-for result is not there yet (or its stage failed).
+    #[error("{0}")]
+    NotReady(String),
     /// 400: malformed request.
     #[error("{0}")]
     BadRequest(String),
@@ -42,6 +45,7 @@ impl ApiError {
         match self {
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::NotReady(_) => (StatusCode::NOT_FOUND, "not_ready"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::UnsupportedType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_type"),

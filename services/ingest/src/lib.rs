@@ -19,10 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
+use docflow_config::{DatabaseArgs, KafkaArgs, ObjectStoreArgs, RegistryArgs, TelemetryArgs};
 use docflow_events::EventCodec;
-use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use rdkafka::producer::FutureProducer;
 use tokio::net::TcpListener;
 
@@ -64,9 +62,9 @@ pub struct Config {
     #[arg(long, env = "DOCFLOW_INGEST_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 
-    /// Directory of the local object store (created if missing).
-    #[arg(long, env = "DOCFLOW_OBJECT_DIR", default_value = ".run/objects")]
-    pub object_dir: PathBuf,
+    /// Object store (document bytes, derived artifacts such as thumbnails).
+    #[command(flatten)]
+    pub objects: ObjectStoreArgs,
 
     /// How long a request waits for the broker to acknowledge its event.
     #[arg(
@@ -76,6 +74,25 @@ pub struct Config {
         value_parser = docflow_config::parse_duration
     )]
     pub produce_timeout: Duration,
+
+    /// Stages a document goes through (the consumer groups deployed); `GET /v1/jobs` reports
+    /// each, and `?wait=` waits for all of them.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_STAGES",
+        value_delimiter = ',',
+        default_value = "thumbnails"
+    )]
+    pub stages: Vec<String>,
+
+    /// Longest `?wait=` a request may ask for; longer asks are capped to it.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_MAX_WAIT",
+        default_value = "30s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub max_wait: Duration,
 
     /// Topic of accepted documents.
     #[arg(long, env = "DOCFLOW_INGEST_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
@@ -89,7 +106,7 @@ pub struct Config {
     #[command(flatten)]
     pub registry: RegistryArgs,
 
-    /// Job records.
+    /// Job records and stage results.
     #[command(flatten)]
     pub database: DatabaseArgs,
 
@@ -130,8 +147,10 @@ impl Config {
 /// Everything a request needs.
 pub struct AppState {
     pub(crate) jobs: jobs::Jobs,
-    pub(crate) blobs: Arc<dyn ObjectStore>,
-    pub(crate) object_root: PathBuf,
+    pub(crate) results: docflow_store::ResultStore,
+    pub(crate) stages: Vec<String>,
+    pub(crate) max_wait: Duration,
+    pub(crate) blobs: docflow_store::Blobs,
     pub(crate) producer: FutureProducer,
     pub(crate) codec: EventCodec,
     pub(crate) tokens: HashMap<String, String>,
@@ -145,7 +164,7 @@ pub struct AppState {
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
-            .field("object_root", &self.object_root)
+            .field("object_root", &self.blobs.root())
             .field("tenants", &self.tokens.len())
             .finish_non_exhaustive()
     }
@@ -173,10 +192,9 @@ fn read_tokens_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, Strin
 pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let pool =
         docflow_store::connect(&config.database.url, config.database.max_connections).await?;
-    let jobs = jobs::Jobs::open(pool).await?;
-    std::fs::create_dir_all(&config.object_dir)?;
-    let object_root = config.object_dir.canonicalize()?;
-    let blobs: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&object_root)?);
+    let jobs = jobs::Jobs::open(pool.clone()).await?;
+    let results = docflow_store::ResultStore::open(pool).await?;
+    let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
     let mut kafka = config.kafka.clone();
     if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {
         kafka.options.push((
@@ -200,8 +218,10 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     }
     Ok(Arc::new(AppState {
         jobs,
+        results,
+        stages: config.stages.clone(),
+        max_wait: config.max_wait,
         blobs,
-        object_root,
         producer,
         codec,
         tokens,

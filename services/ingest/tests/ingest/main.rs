@@ -363,3 +363,148 @@ async fn broker_outage_is_503_then_recovers() {
     assert_eq!(job["status"], "accepted");
     s.finish().await;
 }
+
+/// A `multipart/form-data` body with the given parts `(name, filename, bytes)`.
+fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "docflow-test-boundary-7MA4YWxkTrZu0gW";
+    let mut body = Vec::new();
+    for (name, file, bytes) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match file {
+            Some(f) => body.extend_from_slice(
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            ),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Multipart uploads, `?wait=` falling back to 202, stage reports in the job, and the
+/// thumbnail endpoint before a thumbnail exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_wait_and_stage_reports() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+    let id = document_id(&bytes);
+    let send = |content_type: String, body: Vec<u8>, query: &'static str| {
+        s.http
+            .post(format!("{}/v1/documents{query}", s.base))
+            .bearer_auth(ALICE)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+
+    // No stage is running here: the capped wait falls back to the job id.
+    let (ct, body) = multipart(&[("file", Some("scan.pdf"), &bytes)]);
+    let started = std::time::Instant::now();
+    let r = send(ct, body, "?wait=300ms").await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let accepted: Value = r.json().await.unwrap();
+    assert_eq!(accepted["job_id"], id.as_str());
+    let (_, job) = s.get_job(ALICE, &id).await;
+    assert_eq!(job["file_name"], "scan.pdf", "the part's file name is kept");
+    assert_eq!(job["pipeline"], "processing");
+    assert_eq!(job["stages"][0]["stage"], "thumbnails");
+    assert_eq!(job["stages"][0]["status"], "pending");
+    assert_eq!(job["thumbnail_url"], Value::Null);
+    let r = s
+        .http
+        .get(format!("{}/v1/documents/{id}/thumbnail", s.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_ready");
+    let r = s
+        .http
+        .get(format!("{}/v1/documents/{id}/thumbnail", s.base))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
+
+    // A stage reports through the result store: the job shows it, with its text and summary.
+    let store =
+        docflow_store::ResultStore::open(docflow_store::connect(&s.db.url, 2).await.unwrap())
+            .await
+            .unwrap();
+    store
+        .record(&docflow_store::StageRun {
+            tenant_id: "alice".into(),
+            document_id: id.clone(),
+            stage: "ocr-embeddings".into(),
+            stage_version: 3,
+            status: docflow_store::StageStatus::Done,
+            idempotency_key: Some("k".into()),
+            result_ref: Some("r".into()),
+            output: Some(r#"{"text": "Invoice ACME", "summary": "An invoice"}"#.into()),
+            error: None,
+            attempts: 2,
+            started_at_ms: 1_000,
+            finished_at_ms: 1_400,
+            event_sent_at_ms: None,
+        })
+        .await
+        .unwrap();
+    let (_, job) = s.get_job(ALICE, &id).await;
+    assert_eq!(job["text"], "Invoice ACME");
+    assert_eq!(job["summary"], "An invoice");
+    let ocr = &job["stages"][1];
+    assert_eq!(
+        (&ocr["stage"], &ocr["status"], &ocr["stage_version"]),
+        (
+            &Value::from("ocr-embeddings"),
+            &Value::from("done"),
+            &Value::from(3)
+        )
+    );
+    assert_eq!(
+        (&ocr["attempts"], &ocr["duration_ms"]),
+        (&Value::from(2), &Value::from(400))
+    );
+    assert_eq!(job["pipeline"], "processing", "thumbnails is still pending");
+    let (_, other) = s.get_job(BOB, &id).await;
+    assert_eq!(other["error"], "not_found");
+
+    // Bad multipart bodies and waits are 4xx with a reason.
+    let (ct, body) = multipart(&[("document", Some("x.pdf"), &bytes)]);
+    let r = send(ct, body, "").await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("\\\"file\\\""));
+    let (ct, body) = multipart(&[("file", None, &bytes), ("file", None, &bytes)]);
+    assert_eq!(
+        send(ct, body, "").await.unwrap().status(),
+        StatusCode::BAD_REQUEST
+    );
+    let (ct, body) = multipart(&[("file", Some("big.pdf"), &vec![b'%'; 5000])]);
+    let r = send(ct, body, "").await.unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let r = send(
+        "multipart/form-data; boundary=nope".into(),
+        b"garbage".to_vec(),
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let (st, body, _) = s.post(Some(ALICE), "?wait=soon", bytes.clone()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    s.finish().await;
+}
