@@ -5,6 +5,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/docflow
 # Build outputs live outside the clone, so fresh clones (CI) reuse them.
 export CARGO_TARGET_DIR ?= $(CACHE)/target
 export DOCFLOW_BROKER_BIN ?= $(CURDIR)/.tools/bin/nisshi
+export DOCFLOW_PDFIUM_LIB ?= $(CURDIR)/.tools/lib/libpdfium.so
 
 CARGO ?= cargo
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
@@ -15,8 +16,9 @@ NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
 
-tools: ## Install the embedded broker (Nisshi) into the cache and link .tools/bin/nisshi
+tools: ## Install the embedded broker (Nisshi) and libpdfium into the cache; link them under .tools/
 	@./scripts/install-broker.sh
+	@./scripts/install-pdfium.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
 	@$(CARGO) build --quiet -p docflow-cli

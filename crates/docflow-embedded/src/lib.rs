@@ -82,6 +82,14 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// `libpdfium.so` for the thumbnails stage: `$DOCFLOW_PDFIUM_LIB`, else the one `make tools`
+/// links at `.tools/lib/libpdfium.so` in the workspace.
+pub fn pdfium_library() -> PathBuf {
+    std::env::var_os("DOCFLOW_PDFIUM_LIB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/lib/libpdfium.so"))
+}
+
 /// Finds the broker binary: `$DOCFLOW_BROKER_BIN`, then `.tools/bin/nisshi` (and `tansu`, the
 /// same broker before its rename) in the workspace, then the same names on `PATH`.
 pub fn broker_binary() -> Result<PathBuf, EmbeddedError> {

@@ -1,0 +1,378 @@
+//! The thumbnails stage end to end over the real broker, registry, database and object
+//! store, with documents uploaded through the real ingest API.
+
+// Test code: panicking on unexpected errors is the point.
+#![allow(clippy::unwrap_used, missing_debug_implementations, unreachable_pub)]
+
+use std::time::Duration;
+
+use docflow_embedded::{Broker, EmbeddedRegistry, Storage, pdfium_library, unique_name};
+use docflow_events::stages::THUMBNAILS;
+use docflow_events::{DocProcessed, EventCodec, Outcome, document_id, idempotency_key, topics};
+use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_store::scratch::ScratchDb;
+use docflow_store::{ResultStore, StageStatus};
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const TOKEN: &str = "tok-alice";
+
+struct Stack {
+    broker: Broker,
+    registry: EmbeddedRegistry,
+    db: ScratchDb,
+    objects: std::path::PathBuf,
+    uploaded: String,
+    processed: String,
+    group: String,
+    base: String,
+    http: reqwest::Client,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    stage: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Stack {
+    async fn start() -> Self {
+        // `RUST_LOG=info cargo nextest run ...` shows the services' logs of a failing test.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let broker = Broker::start_with(Storage::Memory).await.unwrap();
+        let reg_db = ScratchDb::sqlite().unwrap();
+        let registry = EmbeddedRegistry::start(&reg_db.url).await.unwrap();
+        std::mem::forget(reg_db); // lives as long as the test process
+        let db = ScratchDb::from_env().await.unwrap();
+        let uploaded = unique_name("uploaded");
+        let processed = unique_name("processed");
+        ensure_topics(
+            &broker.kafka_args(),
+            &[TopicSpec::new(&uploaded, 3), TopicSpec::new(&processed, 3)],
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let objects = std::env::temp_dir().join(unique_name("objects"));
+
+        let mut ingest = docflow_ingest::Config::local(
+            &broker.bootstrap_servers(),
+            &registry.url(),
+            &db.url,
+            &objects,
+            &[(TOKEN, "alice")],
+        )
+        .unwrap();
+        ingest.topic = uploaded.clone();
+        let state = docflow_ingest::build_state(&ingest).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop_ingest, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(docflow_ingest::serve(state, listener, async move {
+            let _ = stopped.await;
+        }));
+
+        let mut config = docflow_thumbnails::Config::local(
+            &broker.bootstrap_servers(),
+            &registry.url(),
+            &db.url,
+            &objects,
+            &pdfium_library(),
+        )
+        .unwrap();
+        let group = unique_name("thumbnails");
+        config.group = group.clone();
+        config.topic = uploaded.clone();
+        config.processed_topic = processed.clone();
+        let (stop_stage, stage_stopped) = tokio::sync::oneshot::channel::<()>();
+        let stage = tokio::spawn(docflow_thumbnails::run_until(config, async move {
+            let _ = stage_stopped.await;
+        }));
+        Stack {
+            broker,
+            registry,
+            db,
+            objects,
+            uploaded,
+            processed,
+            group,
+            base,
+            http: reqwest::Client::new(),
+            stops: vec![stop_ingest, stop_stage],
+            stage: Some(stage),
+        }
+    }
+
+    async fn post(&self, query: &str, body: Vec<u8>) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(format!("{}/v1/documents{query}", self.base))
+            .bearer_auth(TOKEN)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Every record of `topic` (all partitions), read from the beginning.
+    async fn records(&self, topic: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let (kafka, topic) = (self.broker.kafka_args(), topic.to_owned());
+        tokio::task::spawn_blocking(move || {
+            let c: BaseConsumer = kafka
+                .client_config("check")
+                .set("group.id", unique_name("check"))
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            let meta = c
+                .fetch_metadata(Some(&topic), Duration::from_secs(10))
+                .unwrap();
+            let parts = meta.topics()[0].partitions().len() as i32;
+            let mut end = 0;
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..parts {
+                let (lo, hi) = c
+                    .fetch_watermarks(&topic, p, Duration::from_secs(10))
+                    .unwrap();
+                end += hi - lo;
+                tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                    .unwrap();
+            }
+            c.assign(&tpl).unwrap();
+            let mut out = Vec::new();
+            while out.len() < end as usize {
+                if let Some(m) = c.poll(Duration::from_secs(1)) {
+                    let m = m.unwrap();
+                    out.push((
+                        m.key().unwrap_or_default().to_vec(),
+                        m.payload().unwrap_or_default().to_vec(),
+                    ));
+                }
+            }
+            out
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Waits until the stage's group has committed `n` records of the upload topic.
+    // Runs on a blocking thread, so sleeping between polls is fine.
+    #[allow(clippy::disallowed_methods)]
+    async fn committed(&self, n: i64) {
+        let (kafka, topic, group) = (
+            self.broker.kafka_args(),
+            self.uploaded.clone(),
+            self.group.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let c: BaseConsumer = kafka
+                .client_config("committed")
+                .set("group.id", &group)
+                .create()
+                .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..3 {
+                tpl.add_partition(&topic, p);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let got: i64 = c
+                    .committed_offsets(tpl.clone(), Duration::from_secs(10))
+                    .unwrap()
+                    .elements()
+                    .iter()
+                    .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0))
+                    .sum();
+                if got >= n {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "group committed {got} of {n}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    /// Polls `records(topic)` until it holds at least `n` records.
+    async fn wait_records(&self, topic: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.records(topic).await;
+            if got.len() >= n || tokio::time::Instant::now() > deadline {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn finish(mut self) {
+        for s in self.stops.drain(..) {
+            let _ = s.send(());
+        }
+        if let Some(stage) = self.stage.take() {
+            stage.await.unwrap().unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&self.objects);
+        self.registry.stop().await;
+        self.db.drop_now().await.unwrap();
+    }
+}
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/../../samples/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// Upload with `?wait=`: 200 with a done thumbnails stage; the PNG is served with an ETag;
+/// `doc.processed` announces it once, even when the document is delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_renders_serves_and_announces_once() {
+    let s = Stack::start().await;
+    let bytes = sample("report-q3.pdf");
+    let id = document_id(&bytes);
+
+    let (status, job) = s.post("?wait=30s&filename=report.pdf", bytes.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["job_id"], id.as_str());
+    assert_eq!(job["pipeline"], "done", "{job}");
+    let stage = &job["stages"][0];
+    assert_eq!(stage["stage"], THUMBNAILS);
+    assert_eq!(stage["status"], "done");
+    assert_eq!(stage["stage_version"], 1);
+    assert_eq!(stage["attempts"], 1);
+    assert!(stage["duration_ms"].as_i64().unwrap() >= 0);
+    assert!(stage["output"]["pages"].as_i64().unwrap() >= 1);
+    let url = job["thumbnail_url"].as_str().unwrap();
+    assert_eq!(url, format!("/v1/documents/{id}/thumbnail"));
+
+    let r = s.get(url).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "image/png");
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(
+        etag,
+        format!("\"{}\"", idempotency_key(&bytes, THUMBNAILS, 1))
+    );
+    let png = r.bytes().await.unwrap();
+    let img = image::load_from_memory(&png).unwrap();
+    assert_eq!(img.width().max(img.height()), 256);
+    let r = s
+        .http
+        .get(format!("{}{url}", s.base))
+        .bearer_auth(TOKEN)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+
+    // Delivered again (reprocess produces a second doc.uploaded): no new row, no new event.
+    let (status, _) = s.post("?reprocess=true", bytes.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    s.committed(2).await;
+    let processed = s.records(&s.processed).await;
+    assert_eq!(processed.len(), 1, "announced exactly once");
+    assert_eq!(processed[0].0, id.as_bytes());
+    let codec = EventCodec::from_url(&s.registry.url(), Duration::from_secs(5)).unwrap();
+    let ev: DocProcessed = codec.decode(&processed[0].1).await.unwrap();
+    assert_eq!(
+        (
+            ev.document_id.as_str(),
+            ev.tenant_id.as_str(),
+            ev.stage.as_str()
+        ),
+        (id.as_str(), "alice", THUMBNAILS)
+    );
+    assert_eq!(ev.outcome, Outcome::Ok);
+    let store = ResultStore::open(docflow_store::connect(&s.db.url, 2).await.unwrap())
+        .await
+        .unwrap();
+    let runs = store.latest_runs("alice", &id).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, StageStatus::Done);
+    assert!(runs[0].event_sent_at_ms.is_some());
+    assert_eq!(ev.result_ref, runs[0].result_ref);
+
+    // Images go through the same path.
+    let img = image::RgbImage::from_fn(600, 300, |x, _| image::Rgb([(x % 256) as u8, 10, 200]));
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    let (status, job) = s.post("?wait=30s", png).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["stages"][0]["output"]["width"], 256);
+    assert_eq!(job["stages"][0]["output"]["height"], 128);
+    s.finish().await;
+}
+
+/// A document ingest accepts but the stage cannot render: recorded failed, dead-lettered
+/// with provenance, reported by the job, and the partition moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unrenderable_document_is_dead_lettered_and_reported() {
+    let s = Stack::start().await;
+    // A PNG signature with a truncated body: sniffed as PNG, undecodable.
+    let mut bad = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    bad.extend_from_slice(&[0u8; 7]);
+    let id = document_id(&bad);
+    let (status, job) = s.post("?wait=30s", bad).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "failed");
+    // `failed` is recorded before the dead-letter write, `dead_lettered` after its ack.
+    let mut job = job;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while job["stages"][0]["status"] != "dead_lettered" {
+        assert_eq!(job["stages"][0]["status"], "failed", "{job}");
+        assert!(tokio::time::Instant::now() < deadline, "{job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        job = s.get(&format!("/v1/jobs/{id}")).await.json().await.unwrap();
+    }
+    assert!(
+        job["stages"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("undecodable image"),
+        "{job}"
+    );
+    assert_eq!(job["thumbnail_url"], Value::Null);
+    let r = s.get(&format!("/v1/documents/{id}/thumbnail")).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "not_ready");
+
+    let dlq = s
+        .wait_records(&topics::dead_letter(&s.uploaded, &s.group), 1)
+        .await;
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(dlq[0].0, id.as_bytes());
+    let processed = s.wait_records(&s.processed, 1).await;
+    assert_eq!(processed.len(), 1);
+    let codec = EventCodec::from_url(&s.registry.url(), Duration::from_secs(5)).unwrap();
+    let ev: DocProcessed = codec.decode(&processed[0].1).await.unwrap();
+    assert_eq!(ev.outcome, Outcome::DeadLettered);
+
+    // The partition moved on: a good document after it is done.
+    let (status, job) = s.post("?wait=30s", sample("invoice-acme.pdf")).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "done");
+    s.finish().await;
+}
