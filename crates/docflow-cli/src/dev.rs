@@ -1,10 +1,14 @@
 //! `docflow dev`: the embedded stack end to end on one machine.
 //!
-//! Starts a Nisshi broker, the schema registry and the ingest API, declares the topics,
-//! registers the schemas, uploads each sample document through `POST /v1/documents` (which
-//! stores the bytes, records the job and produces `doc.uploaded`), prints each job's status
-//! from `GET /v1/jobs/{id}`, then reads the topic back with a fresh consumer group and
-//! decodes every event through the registry.
+//! Starts a Nisshi broker, the schema registry, the ingest API and the thumbnails stage
+//! (consumer group `thumbnails`), declares the topics, registers the schemas, uploads each
+//! sample document through `POST /v1/documents?wait=30s` (ingest stores the bytes, records the
+//! job and produces `doc.uploaded`; the stage renders, stores and records the thumbnail and
+//! produces `doc.processed`), prints each job's per-stage status, then reads `doc.processed`
+//! back with a fresh consumer group and decodes every event through the registry.
+//!
+//! The broker keeps its log in memory, so each run starts from an empty state directory
+//! database and object store as well (`--state-dir`, default `.run`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use docflow_embedded::{Broker, EmbeddedRegistry, Storage, free_port, unique_name};
-use docflow_events::topics::DOC_UPLOADED;
-use docflow_events::{DocUploaded, EventCodec};
+use docflow_events::topics::DOC_PROCESSED;
+use docflow_events::{DocProcessed, EventCodec};
 use docflow_runtime::admin::ensure_topics;
 use futures::StreamExt;
 use rdkafka::Message;
@@ -61,6 +65,16 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     let state = args.state_dir.canonicalize()?;
+    // A fresh broker (in memory) needs a fresh database and object store to match.
+    for stale in [
+        "docflow.db",
+        "docflow.db-wal",
+        "docflow.db-shm",
+        "ingest.db",
+    ] {
+        let _ = std::fs::remove_file(state.join(stale));
+    }
+    let _ = std::fs::remove_dir_all(state.join("objects"));
 
     let port = match args.broker_port {
         Some(p) => p,
@@ -87,19 +101,22 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let codec = EventCodec::from_url(&registry.url(), Duration::from_secs(10))?;
     schemas::register_all(&codec).await?;
 
-    let ingest = start_ingest(&args, &state, &broker, &registry).await?;
+    let database = format!("sqlite://{}", state.join("docflow.db").display());
+    let ingest = start_ingest(&args, &state, &database, &broker, &registry).await?;
     step(&format!("ingest API at {}", ingest.base));
+    let thumbnails = start_thumbnails(&state, &database, &broker, &registry)?;
+    step("thumbnails stage started (group thumbnails)");
     step(&format!(
-        "uploading samples from {} through POST /v1/documents",
+        "uploading samples from {} through POST /v1/documents?wait=30s",
         args.samples.display()
     ));
     let uploaded = upload_samples(&args, &ingest).await?;
 
-    step("reading doc.uploaded back with a new consumer group");
+    step("reading doc.processed back with a new consumer group");
     read_back(&kafka, &codec, &uploaded).await?;
 
     println!(
-        "\nOK: {} documents uploaded, produced, consumed and decoded in {:.1}s",
+        "\nOK: {} documents uploaded, thumbnailed and announced on doc.processed in {:.1}s",
         uploaded.len(),
         started.elapsed().as_secs_f64()
     );
@@ -113,6 +130,8 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     }
     let _ = ingest.stop.send(());
     let _ = ingest.task.await;
+    let _ = thumbnails.stop.send(());
+    thumbnails.task.await??;
     registry.stop().await;
     drop(broker);
     Ok(())
@@ -124,16 +143,45 @@ struct Ingest {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+struct Stage {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// The thumbnails stage, on the same database and object store as ingest.
+fn start_thumbnails(
+    state: &Path,
+    database: &str,
+    broker: &Broker,
+    registry: &EmbeddedRegistry,
+) -> anyhow::Result<Stage> {
+    let config = docflow_thumbnails::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        database,
+        &state.join("objects"),
+        &docflow_embedded::pdfium_library(),
+    )?;
+    // Fail here, with the reason, rather than inside the stage's task.
+    docflow_thumbnails::Renderer::new(&config.pdfium_lib, config.max_px)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(docflow_thumbnails::run_until(config, async move {
+        let _ = stopped.await;
+    }));
+    Ok(Stage { stop, task })
+}
+
 async fn start_ingest(
     args: &DevArgs,
     state: &Path,
+    database: &str,
     broker: &Broker,
     registry: &EmbeddedRegistry,
 ) -> anyhow::Result<Ingest> {
     let config = docflow_ingest::Config::local(
         &broker.bootstrap_servers(),
         &registry.url(),
-        &format!("sqlite://{}", state.join("ingest.db").display()),
+        database,
         &state.join("objects"),
         &[(DEV_TOKEN, args.tenant.as_str())],
     )?;
@@ -173,14 +221,14 @@ async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<U
         let size = bytes.len();
         let resp = http
             .post(format!("{}/v1/documents", ingest.base))
-            .query(&[("filename", name.as_str())])
+            .query(&[("filename", name.as_str()), ("wait", "30s")])
             .bearer_auth(DEV_TOKEN)
             .body(bytes)
             .send()
             .await?;
         let status = resp.status();
         let body: serde_json::Value = resp.json().await?;
-        if status != reqwest::StatusCode::ACCEPTED {
+        if !status.is_success() {
             println!(
                 "    {name:<22} {status}: {}",
                 body["message"].as_str().unwrap_or("-")
@@ -188,18 +236,44 @@ async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<U
             continue;
         }
         let id = body["job_id"].as_str().unwrap_or_default().to_owned();
-        let job: serde_json::Value = http
-            .get(format!("{}/v1/jobs/{id}", ingest.base))
-            .bearer_auth(DEV_TOKEN)
-            .send()
-            .await?
-            .json()
-            .await?;
+        // 200: every stage finished within the wait; 202: still running, ask the job.
+        let job: serde_json::Value = if status == reqwest::StatusCode::OK {
+            body
+        } else {
+            http.get(format!("{}/v1/jobs/{id}", ingest.base))
+                .bearer_auth(DEV_TOKEN)
+                .send()
+                .await?
+                .json()
+                .await?
+        };
         println!(
-            "    {name:<22} {size:>6} B  202  job {}…  status={}",
+            "    {name:<22} {size:>6} B  {}  job {}…  pipeline={}",
+            status.as_u16(),
             id.get(..12).unwrap_or(&id),
-            job["status"].as_str().unwrap_or("?")
+            job["pipeline"].as_str().unwrap_or("?")
         );
+        for stage in job["stages"].as_array().into_iter().flatten() {
+            let output = &stage["output"];
+            let detail = if output.is_object() {
+                format!(
+                    "{}x{} px, {} page(s)",
+                    output["width"], output["height"], output["pages"]
+                )
+            } else {
+                stage["error"].as_str().unwrap_or("").to_owned()
+            };
+            println!(
+                "        {:<16} {:<13} v{} {:>4} ms  {detail}",
+                stage["stage"].as_str().unwrap_or("?"),
+                stage["status"].as_str().unwrap_or("?"),
+                stage["stage_version"].as_i64().unwrap_or(0),
+                stage["duration_ms"].as_i64().unwrap_or(0),
+            );
+        }
+        if let Some(url) = job["thumbnail_url"].as_str() {
+            println!("        thumbnail        {}{url}", ingest.base);
+        }
         out.push(Uploaded { name, id });
     }
     Ok(out)
@@ -216,7 +290,7 @@ async fn read_back(
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .create()?;
-    consumer.subscribe(&[DOC_UPLOADED])?;
+    consumer.subscribe(&[DOC_PROCESSED])?;
     let mut want: HashMap<&str, &Uploaded> = uploaded.iter().map(|u| (u.id.as_str(), u)).collect();
     let mut stream = consumer.stream();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -226,7 +300,7 @@ async fn read_back(
             Ok(None) => bail!("consumer stream ended"),
             Err(_) => bail!("timed out; {} events not read back", want.len()),
         };
-        let event: DocUploaded = codec.decode(msg.payload().unwrap_or_default()).await?;
+        let event: DocProcessed = codec.decode(msg.payload().unwrap_or_default()).await?;
         let Some(u) = want.remove(event.document_id.as_str()) else {
             continue;
         };
@@ -234,13 +308,15 @@ async fn read_back(
             bail!("{}: record key is not the document id", u.name);
         }
         println!(
-            "    [{}]@{:<3} {:<22} tenant={} type={} size={}B",
+            "    [{}]@{:<3} {:<22} tenant={} stage={} v{} outcome={:?} {}ms",
             msg.partition(),
             msg.offset(),
-            event.original_file_name.as_deref().unwrap_or("-"),
+            u.name,
             event.tenant_id,
-            event.content_type,
-            event.size_bytes
+            event.stage,
+            event.stage_version,
+            event.outcome,
+            event.duration_ms
         );
     }
     Ok(())

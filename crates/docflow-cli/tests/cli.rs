@@ -35,20 +35,29 @@ fn dev_stack_runs_the_samples_end_to_end() {
     let samples = std::fs::read_dir(root().join("samples")).unwrap().count();
     assert!(
         stdout.contains(&format!(
-            "OK: {samples} documents uploaded, produced, consumed and decoded"
+            "OK: {samples} documents uploaded, thumbnailed and announced on doc.processed"
         )),
         "{stdout}"
     );
     assert_eq!(
-        stdout.matches("status=accepted").count(),
+        stdout.matches("200  job").count(),
         samples,
-        "{stdout}"
+        "every upload waited for its results: {stdout}"
     );
-    // Every sample's bytes are in the object store under its document id.
-    let objects = std::fs::read_dir(state.path().join("objects/demo"))
+    assert_eq!(stdout.matches("pipeline=done").count(), samples, "{stdout}");
+    assert_eq!(stdout.matches("outcome=Ok").count(), samples, "{stdout}");
+    // Every sample's bytes are in the object store under its document id, and a thumbnail
+    // for each under the stage's derived prefix.
+    let demo = state.path().join("objects/demo");
+    let blobs = std::fs::read_dir(&demo)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
+        .count();
+    assert_eq!(blobs, samples);
+    let thumbs = std::fs::read_dir(demo.join("derived/thumbnails/v1"))
         .unwrap()
         .count();
-    assert_eq!(objects, samples);
+    assert_eq!(thumbs, samples);
 }
 
 #[test]
