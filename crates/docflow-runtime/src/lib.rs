@@ -16,7 +16,7 @@ pub mod retry;
 pub mod shutdown;
 pub mod trace;
 
-pub use consumer::{ConsumerSpec, run};
+pub use consumer::{ConsumerSpec, run, run_service};
 pub use handler::{Handler, HandlerError, Record};
 pub use metrics::{ConsumerMetrics, Health};
 

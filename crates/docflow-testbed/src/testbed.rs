@@ -3,8 +3,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, TelemetryArgs};
-use docflow_runtime::metrics::{bind_admin, serve_admin};
-use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
+use docflow_runtime::{ConsumerSpec, Handler, HandlerError, Record};
 use sqlx::AnyPool;
 
 /// Command line of `docflow-testbed`.
@@ -135,34 +134,19 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         pid: i64::from(std::process::id()),
     });
     let registry = prometheus::Registry::new();
-    let metrics = ConsumerMetrics::new(&registry)?;
-    let health = Arc::new(Health::default());
-    let listener = bind_admin(config.consumer.metrics_listen).await?;
-    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let admin = tokio::spawn(serve_admin(
-        listener,
-        registry,
-        health.clone(),
-        async move {
-            let _ = admin_stopped.await;
-        },
-    ));
     let spec = ConsumerSpec {
         group_id: config.group.clone(),
         topics: vec![config.topic.clone()],
         client_id: "docflow-testbed".into(),
     };
-    docflow_runtime::run(
+    docflow_runtime::run_service(
         &config.kafka,
         &config.consumer,
         spec,
         handler,
-        metrics,
-        health,
+        registry,
         docflow_runtime::shutdown::signal(),
     )
     .await?;
-    let _ = stop_admin.send(());
-    let _ = admin.await;
     Ok(())
 }

@@ -17,9 +17,8 @@ use docflow_config::{
 };
 use docflow_events::EventCodec;
 use docflow_events::stages::THUMBNAILS;
+use docflow_runtime::ConsumerSpec;
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_runtime::metrics::{bind_admin, serve_admin};
-use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Health};
 use docflow_store::{Blobs, ResultStore};
 
 pub mod render;
@@ -167,39 +166,20 @@ pub async fn run_until(
     {
         tracing::warn!(error = %e, topic = %config.processed_topic, "could not create the results topic; it must exist");
     }
-    let metrics = ConsumerMetrics::new(&registry)?;
-    let health = Arc::new(Health::default());
-    let listener = bind_admin(config.consumer.metrics_listen).await?;
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, group = %config.group, "thumbnails admin endpoint (/metrics, /healthz, /readyz)");
-    }
-    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let admin = tokio::spawn(serve_admin(
-        listener,
-        registry,
-        health.clone(),
-        async move {
-            let _ = admin_stopped.await;
-        },
-    ));
     let spec = ConsumerSpec {
         group_id: config.group.clone(),
         topics: vec![config.topic.clone()],
         client_id: format!("docflow-{}", config.group),
     };
-    let result = docflow_runtime::run(
+    docflow_runtime::run_service(
         &config.kafka,
         &config.consumer,
         spec,
         handler,
-        metrics,
-        health,
+        registry,
         shutdown,
     )
-    .await;
-    let _ = stop_admin.send(());
-    let _ = admin.await;
-    result?;
+    .await?;
     Ok(())
 }
 

@@ -595,6 +595,38 @@ async fn dead_letter<H: Handler>(s: &Shared<H>, record: &Record, e: &HandlerErro
     }
 }
 
+/// A service replica: [`run`] plus its admin endpoint (`/metrics` with the consumer metrics
+/// and whatever else the service registered in `registry`, `/healthz`, `/readyz`) on
+/// `args.metrics_listen`, stopped once the consumer has drained.
+pub async fn run_service<H: Handler>(
+    kafka: &KafkaArgs,
+    args: &ConsumerArgs,
+    spec: ConsumerSpec,
+    handler: Arc<H>,
+    registry: prometheus::Registry,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RuntimeError> {
+    let metrics = ConsumerMetrics::new(&registry)?;
+    let health = Arc::new(Health::default());
+    let listener = crate::metrics::bind_admin(args.metrics_listen).await?;
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, group = %spec.group_id, "admin endpoint (/metrics, /healthz, /readyz)");
+    }
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(crate::metrics::serve_admin(
+        listener,
+        registry,
+        health.clone(),
+        async move {
+            let _ = admin_stopped.await;
+        },
+    ));
+    let result = run(kafka, args, spec, handler, metrics, health, shutdown).await;
+    let _ = stop_admin.send(());
+    let _ = admin.await;
+    result
+}
+
 /// Runs a consumer group replica until `shutdown` completes, then drains and commits.
 ///
 /// `handler` sees every record at least once. Metrics go to `metrics`; liveness and
