@@ -86,6 +86,8 @@ fn from_beginning(
         .client_config(name)
         .set("group.id", unique_name(name))
         .set("enable.auto.commit", "false")
+        // The runtime's setting, so both sides fetch alike.
+        .set("fetch.wait.max.ms", "100")
         .create()?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
