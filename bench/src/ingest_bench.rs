@@ -4,10 +4,11 @@
 //! one step a request must wait for. `make bench` writes `bench/results/ingest.md`.
 
 use std::fmt::Write as _;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use docflow_bench::{Api, paced, percentiles, report_head};
 use docflow_embedded::{Broker, EmbeddedRegistry, unique_name};
 use docflow_events::{DocUploaded, EventCodec, document_id};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
@@ -44,36 +45,6 @@ fn document(i: usize, kib: usize) -> Vec<u8> {
     }
     out.extend_from_slice(&sample[9..]);
     out
-}
-
-fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |p: f64| v[((p / 100.0) * (v.len() as f64 - 1.0)).round() as usize];
-    (at(50.0), at(99.0), v[v.len() - 1])
-}
-
-/// Runs `f(i)` at `rate` per second, concurrently, and returns each call's latency in ms.
-async fn paced<F, Fut>(n: usize, rate: f64, f: F) -> anyhow::Result<Vec<f64>>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
-{
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
-    let mut tasks = Vec::with_capacity(n);
-    for i in 0..n {
-        tick.tick().await;
-        let fut = f(i);
-        tasks.push(tokio::spawn(async move {
-            let t = Instant::now();
-            fut.await?;
-            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
-        }));
-    }
-    let mut out = Vec::with_capacity(n);
-    for t in tasks {
-        out.push(t.await??);
-    }
-    Ok(out)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -150,13 +121,8 @@ async fn main() -> anyhow::Result<()> {
         &[("bench-token", "bench")],
     )?;
     config.topic = topic.clone();
-    let state = docflow_ingest::build_state(&config).await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}/v1/documents", listener.local_addr()?);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(docflow_ingest::serve(state, listener, async move {
-        let _ = stopped.await;
-    }));
+    let server = Api::start(&config).await?;
+    let base = format!("{}/v1/documents", server.base);
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
     let docs = std::sync::Arc::new(docs);
@@ -183,8 +149,7 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await?;
-    let _ = stop.send(());
-    server.await??;
+    server.stop().await?;
     let _ = std::fs::remove_dir_all(&objects);
 
     let (b50, b99, bmax) = percentiles(bare);
@@ -193,25 +158,11 @@ async fn main() -> anyhow::Result<()> {
         "bare produce+ack: p50 {b50:.1} ms p99 {b99:.1} ms; POST: p50 {a50:.1} ms p99 {a99:.1} ms"
     );
     let mut md = String::new();
-    writeln!(md, "# Ingest latency\n")?;
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    writeln!(
-        md,
-        "Command: `make bench` (runs `ingest-bench {}`)  ",
-        argv.join(" ")
-    )?;
-    writeln!(
-        md,
-        "Machine: {} cores; broker: embedded Nisshi (memory) on loopback; registry and job store: SQLite; build: release.  ",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    )?;
-    writeln!(
-        md,
-        "Date: {}\n",
-        humantime::format_rfc3339_seconds(SystemTime::now())
-    )?;
+    md.push_str(&report_head(
+        "Ingest latency",
+        "ingest-bench",
+        "broker: embedded Nisshi (memory) on loopback; registry and job store: SQLite",
+    ));
     writeln!(
         md,
         "{} requests at {}/s, {} KiB PDFs (each unique), after 20 unmeasured warm-up calls per path.\n",

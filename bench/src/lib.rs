@@ -1,0 +1,78 @@
+//! Helpers shared by the benchmark binaries.
+
+use std::time::{Duration, Instant};
+
+/// p50, p99 and max of `v` (milliseconds in, milliseconds out). `v` must not be empty.
+pub fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((p / 100.0) * (v.len() as f64 - 1.0)).round() as usize];
+    (at(50.0), at(99.0), v[v.len() - 1])
+}
+
+/// Runs `f(i)` for `i in 0..n` at `rate` per second, concurrently, and returns each call's
+/// latency in milliseconds.
+pub async fn paced<F, Fut>(n: usize, rate: f64, f: F) -> anyhow::Result<Vec<f64>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        tick.tick().await;
+        let fut = f(i);
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            fut.await?;
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        }));
+    }
+    let mut out = Vec::with_capacity(n);
+    for t in tasks {
+        out.push(t.await??);
+    }
+    Ok(out)
+}
+
+/// The common head of a report: title, the command that produced it, machine, date.
+pub fn report_head(title: &str, bin: &str, setup: &str) -> String {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    format!(
+        "# {title}\n\nCommand: `make bench` (runs `{bin} {}`)  \nMachine: {} cores; {setup}; build: release.  \nDate: {}\n\n",
+        argv.join(" "),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+    )
+}
+
+/// An ingest API served on a free loopback port for the length of a benchmark.
+#[derive(Debug)]
+pub struct Api {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Api {
+    /// Builds the API from `config` and serves it.
+    pub async fn start(config: &docflow_ingest::Config) -> anyhow::Result<Self> {
+        let state = docflow_ingest::build_state(config).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(docflow_ingest::serve(state, listener, async move {
+            let _ = stopped.await;
+        }));
+        Ok(Api { base, stop, task })
+    }
+
+    /// Graceful shutdown: in-flight requests finish, the producer is flushed.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await??;
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! Thumbnails: the stage's service time per kind of input (render only, in process), and the
+//! latency a user sees end to end: `POST /v1/documents?wait=30s` through ingest, the broker,
+//! the thumbnails stage and the result store until the `200`. The render p50/p99 are the
+//! service times a lag-based autoscaling target is derived from. `make bench` writes
+//! `bench/results/thumbnails.md`.
+
+use std::fmt::Write as _;
+use std::io::Cursor;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use docflow_bench::{Api, paced, percentiles, report_head};
+use docflow_embedded::{Broker, EmbeddedRegistry, pdfium_library, unique_name};
+use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_store::scratch::ScratchDb;
+use docflow_thumbnails::Renderer;
+use image::{DynamicImage, ImageFormat, RgbImage};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Renders per input kind.
+    #[arg(long, default_value_t = 200)]
+    renders: usize,
+    /// Uploads through the stack.
+    #[arg(long, default_value_t = 300)]
+    uploads: usize,
+    /// Uploads per second.
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Stage workers.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Markdown report to write.
+    #[arg(long, default_value = "bench/results/thumbnails.md")]
+    out: std::path::PathBuf,
+}
+
+fn sample(name: &str) -> anyhow::Result<Vec<u8>> {
+    let path = docflow_embedded::workspace_root()
+        .join("samples")
+        .join(name);
+    std::fs::read(&path).with_context(|| path.display().to_string())
+}
+
+/// A synthetic page-sized image (text-like stripes over a gradient) in `format`.
+fn page_image(width: u32, height: u32, format: ImageFormat) -> anyhow::Result<Vec<u8>> {
+    let img = RgbImage::from_fn(width, height, |x, y| {
+        let line = (y / 24) % 2 == 0 && (x / 7) % 9 != 0 && x > 150 && x < width - 150;
+        if line {
+            image::Rgb([20, 20, 20])
+        } else {
+            let g = 235 + ((x + y) % 20) as u8;
+            image::Rgb([g, g, g])
+        }
+    });
+    let mut out = Vec::new();
+    DynamicImage::ImageRgb8(img).write_to(&mut Cursor::new(&mut out), format)?;
+    Ok(out)
+}
+
+/// Render latencies of `bytes`, `n` times after 5 unmeasured warm-ups, in ms.
+fn render_times(r: &Renderer, bytes: &[u8], n: usize) -> anyhow::Result<Vec<f64>> {
+    for _ in 0..5 {
+        r.render(bytes)?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        r.render(bytes)?;
+        out.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(out)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+
+    // 1. Service time per input kind.
+    let renderer = Renderer::new(&pdfium_library(), 256)?;
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "text PDF, 1 page (samples/invoice-acme.pdf)",
+            sample("invoice-acme.pdf")?,
+        ),
+        (
+            "text PDF, 3 pages (samples/report-q3.pdf)",
+            sample("report-q3.pdf")?,
+        ),
+        (
+            "JPEG scan 2480×3508 (A4 at 300 dpi)",
+            page_image(2480, 3508, ImageFormat::Jpeg)?,
+        ),
+        (
+            "PNG 1240×1754 (A4 at 150 dpi)",
+            page_image(1240, 1754, ImageFormat::Png)?,
+        ),
+    ];
+    let mut render_rows = Vec::new();
+    for (name, bytes) in &inputs {
+        let (p50, p99, max) = percentiles(render_times(&renderer, bytes, args.renders)?);
+        println!("render {name}: p50 {p50:.2} ms p99 {p99:.2} ms");
+        render_rows.push((*name, bytes.len(), p50, p99, max));
+    }
+
+    // 2. End to end through the stack.
+    let broker = Broker::start().await.context("broker")?;
+    let reg_db = ScratchDb::sqlite()?;
+    let registry = EmbeddedRegistry::start(&reg_db.url).await?;
+    let db = ScratchDb::sqlite()?;
+    let objects = std::env::temp_dir().join(unique_name("bench-objects"));
+    let (uploaded, processed) = (unique_name("uploaded"), unique_name("processed"));
+    ensure_topics(
+        &broker.kafka_args(),
+        &[TopicSpec::new(&uploaded, 12), TopicSpec::new(&processed, 6)],
+        Duration::from_secs(30),
+    )
+    .await?;
+    let mut ingest = docflow_ingest::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &db.url,
+        &objects,
+        &[("bench-token", "bench")],
+    )?;
+    ingest.topic = uploaded.clone();
+    let api = Api::start(&ingest).await?;
+    let base = format!("{}/v1/documents?wait=30s", api.base);
+    let mut stage = docflow_thumbnails::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &db.url,
+        &objects,
+        &pdfium_library(),
+    )?;
+    stage.group = unique_name("thumbnails");
+    stage.topic = uploaded.clone();
+    stage.processed_topic = processed;
+    stage.consumer.workers = args.workers;
+    let (stop_stage, stage_stopped) = tokio::sync::oneshot::channel::<()>();
+    let stage_task = tokio::spawn(docflow_thumbnails::run_until(stage, async move {
+        let _ = stage_stopped.await;
+    }));
+
+    // Unique documents: the sample PDF with a comment after %%EOF.
+    let report = sample("report-q3.pdf")?;
+    let doc = move |i: usize| {
+        let mut d = report.clone();
+        d.extend_from_slice(format!("\n%docflow-bench {i}\n").as_bytes());
+        d
+    };
+    let http = reqwest::Client::new();
+    // Broker ack of doc.uploaded → thumbnails run recorded, from the job's own timestamps.
+    let pipeline = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(f64, f64, f64)>::new()));
+    let post = |http: reqwest::Client, base: String, body: Vec<u8>| {
+        let pipeline = pipeline.clone();
+        async move {
+            let r = http
+                .post(&base)
+                .bearer_auth("bench-token")
+                .body(body)
+                .send()
+                .await?;
+            anyhow::ensure!(r.status() == 200, "status {} (wait ran out?)", r.status());
+            let job: serde_json::Value = r.json().await?;
+            anyhow::ensure!(job["pipeline"] == "done", "pipeline {}", job["pipeline"]);
+            if let (Some(acked), Some(started), Some(done)) = (
+                job["produced_at_ms"].as_i64(),
+                job["stages"][0]["started_at_ms"].as_i64(),
+                job["stages"][0]["finished_at_ms"].as_i64(),
+            ) && let Ok(mut v) = pipeline.lock()
+            {
+                v.push((
+                    (done - acked) as f64,
+                    (started - acked) as f64,
+                    (done - started) as f64,
+                ));
+            }
+            Ok(())
+        }
+    };
+    for i in 0..20 {
+        post(http.clone(), base.clone(), doc(args.uploads + i)).await?;
+    }
+    if let Ok(mut v) = pipeline.lock() {
+        v.clear();
+    }
+    let docs: std::sync::Arc<Vec<Vec<u8>>> =
+        std::sync::Arc::new((0..args.uploads).map(&doc).collect());
+    let e2e = paced(args.uploads, args.rate, |i| {
+        post(http.clone(), base.clone(), docs[i].clone())
+    })
+    .await?;
+    api.stop().await?;
+    let _ = stop_stage.send(());
+    stage_task.await??;
+    let _ = std::fs::remove_dir_all(&objects);
+    registry.stop().await;
+    let (e50, e99, emax) = percentiles(e2e);
+    println!("end to end: p50 {e50:.1} ms p99 {e99:.1} ms");
+    let inner = pipeline.lock().map(|v| v.clone()).unwrap_or_default();
+    anyhow::ensure!(
+        inner.len() == args.uploads,
+        "timestamps missing from job bodies"
+    );
+    let (i50, i99, imax) = percentiles(inner.iter().map(|t| t.0).collect());
+    let (c50, c99, cmax) = percentiles(inner.iter().map(|t| t.1).collect());
+    let (s50, s99, smax) = percentiles(inner.iter().map(|t| t.2).collect());
+    println!("pipeline p50 {i50} ms (to the stage {c50} ms, in the stage {s50} ms)");
+
+    let mut md = report_head(
+        "Thumbnails",
+        "thumbnails-bench",
+        "pdfium from pypdfium2 5.15.2; broker: embedded Nisshi (memory) on loopback; registry and result store: SQLite",
+    );
+    writeln!(
+        md,
+        "## Service time (render only, one thread, {} renders each after 5 warm-ups)\n",
+        args.renders
+    )?;
+    writeln!(
+        md,
+        "| input | size | p50 | p99 | max | documents/s per worker at p50 |\n|---|---|---|---|---|---|"
+    )?;
+    for (name, size, p50, p99, max) in &render_rows {
+        writeln!(
+            md,
+            "| {name} | {} KiB | {p50:.2} ms | {p99:.2} ms | {max:.2} ms | {:.0} |",
+            size / 1024,
+            1000.0 / p50
+        )?;
+    }
+    writeln!(
+        md,
+        "\n## End to end (`POST /v1/documents?wait=30s` → `200` with the thumbnail done)\n"
+    )?;
+    writeln!(
+        md,
+        "{} unique 3-page PDFs at {}/s, stage workers {}, after 20 unmeasured warm-ups: upload, \
+         produce + ack, consume, read blob, render, store PNG, record, produce `doc.processed`, \
+         and the request noticing (it polls the result store at 20 ms doubling to 200 ms, so \
+         the figure includes up to one poll interval).\n",
+        args.uploads, args.rate, args.workers
+    )?;
+    writeln!(md, "| span | p50 | p99 | max |\n|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| request: `POST ?wait=30s` → `200` (what the user sees) | {e50:.1} ms | {e99:.1} ms | {emax:.1} ms |"
+    )?;
+    writeln!(
+        md,
+        "| pipeline: broker ack of `doc.uploaded` → thumbnails run recorded (job timestamps, ms resolution) | {i50:.0} ms | {i99:.0} ms | {imax:.0} ms |"
+    )?;
+    writeln!(
+        md,
+        "| … of which: ack → the stage starts the record (delivery) | {c50:.0} ms | {c99:.0} ms | {cmax:.0} ms |"
+    )?;
+    writeln!(
+        md,
+        "| … of which: the stage's work (read, render, store, record) | {s50:.0} ms | {s99:.0} ms | {smax:.0} ms |"
+    )?;
+    writeln!(
+        md,
+        "\nThe difference between the rows is the upload itself (~10 ms, see ingest.md) and the \
+         request's polling of the result store."
+    )?;
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&args.out, md)?;
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
