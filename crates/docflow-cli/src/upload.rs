@@ -26,6 +26,27 @@ pub(crate) struct UploadArgs {
     /// Produce again even for bytes already accepted.
     #[arg(long)]
     reprocess: bool,
+    /// Wait up to this long (e.g. `10s`; capped by the server) for every stage of each
+    /// document, and print the stages' status (request/reply; falls back to the job id).
+    #[arg(long)]
+    wait: Option<String>,
+}
+
+/// `stage=status` for each stage of a job body.
+fn stages_line(job: &serde_json::Value) -> String {
+    job["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            format!(
+                "{}={}",
+                s["stage"].as_str().unwrap_or("?"),
+                s["status"].as_str().unwrap_or("?")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Uploads every file; prints one line per file (job id or error) to stdout and a summary,
@@ -56,6 +77,9 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         if args.reprocess {
             query.push(("reprocess", "true".to_owned()));
         }
+        if let Some(w) = &args.wait {
+            query.push(("wait", w.clone()));
+        }
         let resp = http
             .post(format!("{}/v1/documents", args.url.trim_end_matches('/')))
             .query(&query)
@@ -67,7 +91,17 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         let status = resp.status();
         let body: serde_json::Value = resp.json().await.unwrap_or_default();
         bar.inc(len);
-        if status == reqwest::StatusCode::ACCEPTED {
+        if status == reqwest::StatusCode::OK {
+            // Every stage finished within the wait: the body is the job.
+            ok += 1;
+            let line = format!(
+                "{name}: 200 {} pipeline={} {}",
+                body["job_id"].as_str().unwrap_or("?"),
+                body["pipeline"].as_str().unwrap_or("?"),
+                stages_line(&body)
+            );
+            bar.suspend(|| println!("{line}"));
+        } else if status == reqwest::StatusCode::ACCEPTED {
             ok += 1;
             let dup = if body["duplicate"] == true {
                 " (duplicate)"

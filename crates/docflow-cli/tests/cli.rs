@@ -127,8 +127,21 @@ async fn upload_sends_files_through_the_api() {
         &[("t0k", "acme")],
     )
     .unwrap();
-    config.topic = topic;
+    config.topic = topic.clone();
     let app = docflow_ingest::build_state(&config).await.unwrap();
+    // The thumbnails stage on the same topic, database and object store, for `--wait`.
+    let mut stage = docflow_thumbnails::Config::local(
+        &broker.bootstrap_servers(),
+        &registry.url(),
+        &config.database.url,
+        &state.path().join("objects"),
+        &docflow_embedded::pdfium_library(),
+    )
+    .unwrap();
+    stage.topic = topic;
+    stage.group = docflow_embedded::unique_name("thumbnails");
+    stage.processed_topic = docflow_embedded::unique_name("processed");
+    tokio::spawn(docflow_thumbnails::run_until(stage, std::future::pending()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(docflow_ingest::serve(app, listener, std::future::pending()));
@@ -163,7 +176,8 @@ async fn upload_sends_files_through_the_api() {
     let text = state.path().join("notes.txt");
     std::fs::write(&text, "not a document").unwrap();
     let bad = vec![samples.join("invoice-acme.pdf"), text];
-    let out = tokio::task::spawn_blocking(move || run(bad).output().unwrap())
+    let cmd = run.clone();
+    let out = tokio::task::spawn_blocking(move || cmd(bad).output().unwrap())
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -171,4 +185,19 @@ async fn upload_sends_files_through_the_api() {
     assert!(stdout.contains("(duplicate)"), "{stdout}");
     assert!(stdout.contains("notes.txt: 415"), "{stdout}");
     assert!(stdout.contains("1 accepted, 1 refused"), "{stdout}");
+
+    // --wait: request/reply, with each stage's status.
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = run(vec![samples.join("letter-renewal.pdf")]);
+        c.args(["--wait", "30s"]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("letter-renewal.pdf: 200 ")
+            && stdout.contains("pipeline=done thumbnails=done"),
+        "{stdout}"
+    );
 }
