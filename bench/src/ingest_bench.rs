@@ -113,15 +113,14 @@ async fn main() -> anyhow::Result<()> {
     .await?;
 
     // The API.
-    let mut config = docflow_ingest::Config::local(
+    let server = Api::start_local(
         &broker.bootstrap_servers(),
         &registry.url(),
         &db.url,
         &objects,
-        &[("bench-token", "bench")],
-    )?;
-    config.topic = topic.clone();
-    let server = Api::start(&config).await?;
+        &topic,
+    )
+    .await?;
     let base = format!("{}/v1/documents", server.base);
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
@@ -129,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..20 {
         let r = http
             .post(&base)
-            .bearer_auth("bench-token")
+            .bearer_auth(docflow_bench::TOKEN)
             .body(document(args.requests + i, args.kib))
             .send()
             .await?;
@@ -140,7 +139,7 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let r = http
                 .post(&base)
-                .bearer_auth("bench-token")
+                .bearer_auth(docflow_bench::TOKEN)
                 .body(docs[i].clone())
                 .send()
                 .await?;
@@ -183,11 +182,7 @@ async fn main() -> anyhow::Result<()> {
         a50 / b50,
         a99 / b99
     )?;
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)?;
-    println!("wrote {}", args.out.display());
+    docflow_bench::write_report(&args.out, &md)?;
     registry.stop().await;
     Ok(())
 }

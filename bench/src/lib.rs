@@ -56,7 +56,30 @@ pub struct Api {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+/// The token every benchmark uploads with (tenant `bench`).
+pub const TOKEN: &str = "bench-token";
+
 impl Api {
+    /// An API on the given broker, registry, database and object store that produces to
+    /// `topic` and accepts [`TOKEN`].
+    pub async fn start_local(
+        bootstrap_servers: &str,
+        registry_url: &str,
+        database_url: &str,
+        objects: &std::path::Path,
+        topic: &str,
+    ) -> anyhow::Result<Self> {
+        let mut config = docflow_ingest::Config::local(
+            bootstrap_servers,
+            registry_url,
+            database_url,
+            objects,
+            &[(TOKEN, "bench")],
+        )?;
+        config.topic = topic.to_owned();
+        Self::start(&config).await
+    }
+
     /// Builds the API from `config` and serves it.
     pub async fn start(config: &docflow_ingest::Config) -> anyhow::Result<Self> {
         let state = docflow_ingest::build_state(config).await?;
@@ -75,4 +98,14 @@ impl Api {
         self.task.await??;
         Ok(())
     }
+}
+
+/// Writes the report `md` to `out` (creating its directory) and says so.
+pub fn write_report(out: &std::path::Path, md: &str) -> anyhow::Result<()> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, md)?;
+    println!("wrote {}", out.display());
+    Ok(())
 }

@@ -439,10 +439,6 @@ async fn main() -> anyhow::Result<()> {
             *strict99 as f64 / (*pooled99).max(1) as f64
         )?;
     }
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)?;
-    println!("wrote {}", args.out.display());
+    docflow_bench::write_report(&args.out, &md)?;
     Ok(())
 }

@@ -117,15 +117,14 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(30),
     )
     .await?;
-    let mut ingest = docflow_ingest::Config::local(
+    let api = Api::start_local(
         &broker.bootstrap_servers(),
         &registry.url(),
         &db.url,
         &objects,
-        &[("bench-token", "bench")],
-    )?;
-    ingest.topic = uploaded.clone();
-    let api = Api::start(&ingest).await?;
+        &uploaded,
+    )
+    .await?;
     let base = format!("{}/v1/documents?wait=30s", api.base);
     let mut stage = docflow_thumbnails::Config::local(
         &broker.bootstrap_servers(),
@@ -158,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let r = http
                 .post(&base)
-                .bearer_auth("bench-token")
+                .bearer_auth(docflow_bench::TOKEN)
                 .body(body)
                 .send()
                 .await?;
@@ -265,10 +264,6 @@ async fn main() -> anyhow::Result<()> {
         "\nThe difference between the rows is the upload itself (~10 ms, see ingest.md) and the \
          request's polling of the result store."
     )?;
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)?;
-    println!("wrote {}", args.out.display());
+    docflow_bench::write_report(&args.out, &md)?;
     Ok(())
 }
