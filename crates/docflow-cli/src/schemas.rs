@@ -31,13 +31,7 @@ pub(crate) async fn register(registry: &RegistryArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn codec(registry: &RegistryArgs) -> anyhow::Result<EventCodec> {
-    EventCodec::connect(
-        registry.url.as_str(),
-        registry.username.as_deref(),
-        registry.password.as_deref(),
-        registry.timeout,
-    )
-    .context("schema registry settings")
+    docflow_runtime::codec(registry).context("schema registry settings")
 }
 
 pub(crate) async fn register_all(codec: &EventCodec) -> anyhow::Result<()> {

@@ -17,6 +17,19 @@ pub mod shutdown;
 pub mod trace;
 
 pub use consumer::{ConsumerSpec, run, run_service};
+
+/// The registry client of a service, from its shared `RegistryArgs` block (URL, basic auth,
+/// timeout).
+pub fn codec(
+    registry: &docflow_config::RegistryArgs,
+) -> Result<docflow_events::EventCodec, docflow_events::CodecError> {
+    docflow_events::EventCodec::connect(
+        registry.url.as_str(),
+        registry.username.as_deref(),
+        registry.password.as_deref(),
+        registry.timeout,
+    )
+}
 pub use handler::{Handler, HandlerError, Record};
 pub use metrics::{ConsumerMetrics, Health};
 

@@ -203,12 +203,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         ));
     }
     let producer = docflow_runtime::producer::idempotent_producer(&kafka, "docflow-ingest")?;
-    let codec = EventCodec::connect(
-        config.registry.url.as_str(),
-        config.registry.username.as_deref(),
-        config.registry.password.as_deref(),
-        config.registry.timeout,
-    )?;
+    let codec = docflow_runtime::codec(&config.registry)?;
     let mut tokens: HashMap<String, String> = config.tokens.iter().cloned().collect();
     if let Some(path) = &config.tokens_file {
         tokens.extend(read_tokens_file(path)?);

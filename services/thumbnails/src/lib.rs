@@ -15,7 +15,6 @@ use clap::Parser;
 use docflow_config::{
     ConsumerArgs, DatabaseArgs, KafkaArgs, ObjectStoreArgs, RegistryArgs, TelemetryArgs,
 };
-use docflow_events::EventCodec;
 use docflow_events::stages::THUMBNAILS;
 use docflow_runtime::ConsumerSpec;
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
@@ -128,12 +127,7 @@ pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::
     let pool =
         docflow_store::connect(&config.database.url, config.database.max_connections).await?;
     let results = ResultStore::open(pool).await?;
-    let codec = EventCodec::connect(
-        config.registry.url.as_str(),
-        config.registry.username.as_deref(),
-        config.registry.password.as_deref(),
-        config.registry.timeout,
-    )?;
+    let codec = docflow_runtime::codec(&config.registry)?;
     let producer = docflow_runtime::producer::idempotent_producer(
         &config.kafka,
         &format!("docflow-{}", config.group),
