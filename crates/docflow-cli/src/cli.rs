@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use docflow_config::{KafkaArgs, RegistryArgs, TelemetryArgs};
+use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{dev, schemas, topics, upload};
+use crate::{dev, schemas, tokens, topics, upload};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -30,6 +30,39 @@ enum Command {
     /// Topic tools.
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// API tokens kept in the database (accepted by the ingest API).
+    #[command(subcommand)]
+    Tokens(TokensCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokensCommand {
+    /// Create a token for a tenant; prints it once.
+    Create {
+        /// Tenant the token acts as.
+        #[arg(long)]
+        tenant: String,
+        /// Free text (who or what uses it).
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List tokens (ids, tenants, state; never the secrets).
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Revoke a token by the id `list` shows (at least 8 characters).
+    Revoke {
+        /// Token id.
+        id: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,6 +104,17 @@ impl Cli {
         match self.command {
             Command::Dev(args) => dev::run(args).await,
             Command::Upload(args) => upload::run(args).await,
+            Command::Tokens(TokensCommand::Create {
+                tenant,
+                label,
+                database,
+            }) => tokens::create(&database, &tenant, label.as_deref()).await,
+            Command::Tokens(TokensCommand::List { tenant, database }) => {
+                tokens::list(&database, tenant.as_deref()).await
+            }
+            Command::Tokens(TokensCommand::Revoke { id, database }) => {
+                tokens::revoke(&database, &id).await
+            }
             Command::Schemas(SchemasCommand::Check { dir, level }) => schemas::check(&dir, level),
             Command::Schemas(SchemasCommand::Register { registry }) => {
                 schemas::register(&registry).await

@@ -1,10 +1,11 @@
-//! `docflow`: run the embedded stack, manage topics and schemas.
+//! `docflow`: run the embedded stack, upload, manage topics, schemas and API tokens.
 
 use clap::Parser;
 
 mod cli;
 mod dev;
 mod schemas;
+mod tokens;
 mod topics;
 mod upload;
 

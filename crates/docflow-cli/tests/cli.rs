@@ -144,6 +144,7 @@ async fn upload_sends_files_through_the_api() {
     tokio::spawn(docflow_thumbnails::run_until(stage, std::future::pending()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let url2 = url.clone();
     tokio::spawn(docflow_ingest::serve(app, listener, std::future::pending()));
 
     let samples = root().join("samples");
@@ -200,4 +201,48 @@ async fn upload_sends_files_through_the_api() {
             && stdout.contains("pipeline=done thumbnails=done"),
         "{stdout}"
     );
+    // Tokens in the database: created by `docflow tokens`, accepted, then revoked.
+    let db_url = config.database.url.clone();
+    let tokens = move |args: &[&str]| {
+        let out = docflow()
+            .arg("tokens")
+            .args(args)
+            .args(["--database-url", &db_url])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        )
+    };
+    let (ok, secret) = tokens(&["create", "--tenant", "acme", "--label", "ci"]);
+    assert!(ok && secret.starts_with("dft_"), "{secret}");
+    let (ok, list) = tokens(&["list", "--tenant", "acme"]);
+    assert!(
+        ok && list.contains("active") && list.contains("label=ci"),
+        "{list}"
+    );
+    assert!(!list.contains(&secret), "list never shows secrets");
+    let id = list.split_whitespace().next().unwrap().to_owned();
+    let http = reqwest::Client::new();
+    let post = |token: String| {
+        let http = http.clone();
+        let url = format!("{url2}/v1/documents");
+        let body = std::fs::read(root().join("samples/report-q3.pdf")).unwrap();
+        async move {
+            http.post(url)
+                .bearer_auth(token)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(post(secret.clone()).await, reqwest::StatusCode::ACCEPTED);
+    let (ok, out) = tokens(&["revoke", &id]);
+    assert!(ok, "{out}");
+    assert_eq!(post(secret).await, reqwest::StatusCode::UNAUTHORIZED);
+    let (ok, _) = tokens(&["revoke", &id]);
+    assert!(!ok, "revoking twice fails");
 }

@@ -14,11 +14,13 @@ use sqlx::any::AnyPoolOptions;
 pub mod blobs;
 pub mod results;
 pub mod scratch;
+pub mod tokens;
 
 pub use blobs::{BlobError, Blobs};
 pub use results::{ResultStore, StageRun, StageStatus};
+pub use tokens::{TokenInfo, Tokens};
 
-/// The migrations of the docflow database (ingest jobs, stage results), shared by every
+/// The migrations of the docflow database (ingest jobs, stage results, API tokens), shared by every
 /// service that writes or reads it.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

@@ -60,17 +60,24 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+/// The tenant of the request's bearer token: a token of the configuration, else one in the
+/// database (`docflow tokens create`; revoked ones are refused).
+async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
+        .filter(|t| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
+    if let Some(tenant) = state.tokens.get(token) {
+        return Ok(tenant.clone());
+    }
     state
-        .tokens
-        .get(token)
-        .cloned()
+        .db_tokens
+        .tenant_of(token)
+        .await
+        .map_err(store)?
         .ok_or(ApiError::Unauthorized)
 }
 
@@ -188,7 +195,7 @@ async fn upload(
     req: Request,
 ) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let tenant = tenant(&state, &headers)?;
+    let tenant = tenant(&state, &headers).await?;
     let wait = parse_wait(q.wait.as_deref(), state.max_wait)?;
     let limit = state.max_upload_bytes;
     let multipart = is_multipart(&headers);
@@ -467,7 +474,7 @@ async fn job(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&state, &headers)?;
+    let tenant = tenant(&state, &headers).await?;
     let job = own_job(&state, &tenant, &id).await?;
     let runs = state
         .results
@@ -485,7 +492,7 @@ async fn thumbnail(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&state, &headers)?;
+    let tenant = tenant(&state, &headers).await?;
     own_job(&state, &tenant, &id).await?;
     let runs = state
         .results

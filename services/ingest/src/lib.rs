@@ -148,6 +148,7 @@ impl Config {
 pub struct AppState {
     pub(crate) jobs: jobs::Jobs,
     pub(crate) results: docflow_store::ResultStore,
+    pub(crate) db_tokens: docflow_store::Tokens,
     pub(crate) stages: Vec<String>,
     pub(crate) max_wait: Duration,
     pub(crate) blobs: docflow_store::Blobs,
@@ -193,7 +194,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let pool =
         docflow_store::connect(&config.database.url, config.database.max_connections).await?;
     let jobs = jobs::Jobs::open(pool.clone()).await?;
-    let results = docflow_store::ResultStore::open(pool).await?;
+    let results = docflow_store::ResultStore::open(pool.clone()).await?;
+    let db_tokens = docflow_store::Tokens::open(pool).await?;
     let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
     let mut kafka = config.kafka.clone();
     if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {
@@ -209,11 +211,12 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         tokens.extend(read_tokens_file(path)?);
     }
     if tokens.is_empty() {
-        tracing::warn!("no API tokens configured: every request will be 401");
+        tracing::info!("no API tokens configured: only tokens in the database are accepted");
     }
     Ok(Arc::new(AppState {
         jobs,
         results,
+        db_tokens,
         stages: config.stages.clone(),
         max_wait: config.max_wait,
         blobs,
