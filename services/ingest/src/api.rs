@@ -307,7 +307,8 @@ async fn reply(
 }
 
 /// Polls the result store (20 ms, doubling to 200 ms) until every configured stage has
-/// finished with the document (done, failed or dead-lettered) or `wait` is over.
+/// finished with the document (done, failed or dead-lettered), `wait` is over, or the server
+/// begins to shut down.
 async fn wait_for_stages(
     state: &AppState,
     tenant: &str,
@@ -330,7 +331,11 @@ async fn wait_for_stages(
         if left.is_zero() {
             return Ok(None);
         }
-        tokio::time::sleep(interval.min(left)).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval.min(left)) => {}
+            // Shutting down: answer with the job id now rather than hold the shutdown.
+            () = state.stopping.cancelled() => return Ok(None),
+        }
         interval = (interval * 2).min(Duration::from_millis(200));
     }
 }

@@ -160,6 +160,8 @@ pub struct AppState {
     pub(crate) produce_timeout: Duration,
     pub(crate) topic: String,
     pub(crate) metrics: metrics::IngestMetrics,
+    /// Cancelled when shutdown begins: waiting requests answer 202 at once.
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for AppState {
@@ -228,11 +230,13 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         produce_timeout: config.produce_timeout,
         topic: config.topic.clone(),
         metrics: metrics::IngestMetrics::new()?,
+        stopping: tokio_util::sync::CancellationToken::new(),
     }))
 }
 
-/// Serves the API on `listener` until `shutdown`; in-flight requests finish, then the
-/// producer is flushed.
+/// Serves the API on `listener` until `shutdown`; in-flight requests finish (a request
+/// waiting for results with `?wait=` answers 202 with its job id at once), then the producer
+/// is flushed.
 pub async fn serve(
     state: Arc<AppState>,
     listener: TcpListener,
@@ -242,8 +246,12 @@ pub async fn serve(
         tracing::info!(%addr, "ingest listening");
     }
     let app = api::router(state.clone());
+    let stopping = state.stopping.clone();
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stopping.cancel();
+        })
         .await?;
     let producer = state.producer.clone();
     let _ = tokio::task::spawn_blocking(move || {

@@ -508,3 +508,34 @@ async fn multipart_wait_and_stage_reports() {
     );
     s.finish().await;
 }
+
+/// Shutdown does not wait out a `?wait=`: the waiting request answers 202 with its job id,
+/// then the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_a_wait_short_with_the_job_id() {
+    let mut s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+    let (http, url) = (s.http.clone(), format!("{}/v1/documents?wait=30s", s.base));
+    let started = std::time::Instant::now();
+    let waiting = tokio::spawn(async move {
+        let r = http
+            .post(url)
+            .bearer_auth(ALICE)
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json::<Value>().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = s.stop.take().unwrap().send(());
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "accepted");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    s.finish().await;
+}
