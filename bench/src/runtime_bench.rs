@@ -12,13 +12,14 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
 use docflow_config::{ConsumerArgs, KafkaArgs};
 use docflow_embedded::{Broker, unique_name};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::idempotent_producer;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
 use rand::{Rng, SeedableRng};
@@ -47,13 +48,6 @@ struct Args {
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/runtime.md")]
     out: std::path::PathBuf,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 async fn produce_bulk(kafka: &KafkaArgs, topic: &str, n: usize) -> anyhow::Result<()> {
@@ -368,31 +362,11 @@ async fn main() -> anyhow::Result<()> {
         latency_rows.push(row);
     }
 
-    let mut md = String::new();
-    let cmd: Vec<String> = std::env::args()
-        .enumerate()
-        .map(|(i, a)| {
-            if i == 0 {
-                "runtime-bench".to_owned()
-            } else {
-                a
-            }
-        })
-        .collect();
-    writeln!(md, "# Consumer runtime benchmarks\n")?;
-    writeln!(md, "Command: `make bench` (runs `{}`)  ", cmd.join(" "))?;
-    writeln!(
-        md,
-        "Machine: {} cores; broker: embedded Nisshi (memory storage) on loopback; build: release.  ",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    )?;
-    writeln!(
-        md,
-        "Date: {}\n",
-        humantime::format_rfc3339_seconds(SystemTime::now())
-    )?;
+    let mut md = docflow_bench::report_head(
+        "Consumer runtime benchmarks",
+        "runtime-bench",
+        "broker: embedded Nisshi (memory storage) on loopback",
+    );
     writeln!(
         md,
         "## Throughput, no-op handler, {} records, {} partitions\n",

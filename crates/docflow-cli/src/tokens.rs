@@ -4,8 +4,7 @@ use docflow_config::DatabaseArgs;
 use docflow_store::Tokens;
 
 async fn open(db: &DatabaseArgs) -> anyhow::Result<Tokens> {
-    let pool = docflow_store::connect(&db.url, 2).await?;
-    Ok(Tokens::open(pool).await?)
+    Ok(Tokens::new(docflow_store::open(&db.url, 2).await?))
 }
 
 /// Creates a token and prints it (the only time it is shown).

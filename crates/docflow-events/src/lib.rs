@@ -19,7 +19,7 @@ pub mod wire;
 pub use codec::{CodecError, EventCodec};
 pub use compat::{CompatibilityLevel, check_compatibility};
 pub use schema::{Event, SchemaError};
-pub use types::{DocProcessed, DocUploaded, Outcome, document_id, idempotency_key};
+pub use types::{DocProcessed, DocUploaded, Outcome, document_id, idempotency_key, stage_keys};
 pub use wire::WireError;
 
 /// Stage names: each is a consumer group and the `stage` of its results.

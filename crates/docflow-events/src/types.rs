@@ -20,13 +20,20 @@ pub fn document_id(bytes: &[u8]) -> String {
 /// document through the same stage version yields the same key, so nothing is written twice;
 /// a fixed stage ships a new version and writes under new keys.
 pub fn idempotency_key(bytes: &[u8], stage: &str, stage_version: i32) -> String {
+    stage_keys(bytes, stage, stage_version).1
+}
+
+/// The document id and a stage's idempotency key of `bytes` in one pass over them (a stage
+/// needs both: the id to check the bytes, the key to name its result).
+pub fn stage_keys(bytes: &[u8], stage: &str, stage_version: i32) -> (String, String) {
     let mut h = Sha256::new();
     h.update(bytes);
+    let document = hex::encode(h.clone().finalize());
     h.update([0]);
     h.update(stage.as_bytes());
     h.update([0]);
     h.update(stage_version.to_string().as_bytes());
-    hex::encode(h.finalize())
+    (document, hex::encode(h.finalize()))
 }
 
 /// Whether `id` has the shape of a document id (64 lowercase hex characters).
@@ -213,6 +220,10 @@ pub(crate) mod tests {
         assert_eq!(k, idempotency_key(b"doc", "thumbnails", 1));
         assert_ne!(k, idempotency_key(b"doc", "thumbnails", 2));
         assert_ne!(k, idempotency_key(b"doc", "ocr-embeddings", 1));
+        assert_eq!(
+            stage_keys(b"doc", "thumbnails", 1),
+            (document_id(b"doc"), k.clone())
+        );
         // The separator keeps ("ab", "c") and ("a", "bc") apart.
         assert_ne!(
             idempotency_key(b"ab", "c", 1),

@@ -17,6 +17,8 @@ pub mod shutdown;
 pub mod trace;
 
 pub use consumer::{ConsumerSpec, run, run_service};
+pub use handler::{Handler, HandlerError, Record};
+pub use metrics::{ConsumerMetrics, Health};
 
 /// The registry client of a service, from its shared `RegistryArgs` block (URL, basic auth,
 /// timeout).
@@ -30,8 +32,6 @@ pub fn codec(
         registry.timeout,
     )
 }
-pub use handler::{Handler, HandlerError, Record};
-pub use metrics::{ConsumerMetrics, Health};
 
 /// Kafka runtime errors.
 #[derive(Debug, thiserror::Error)]

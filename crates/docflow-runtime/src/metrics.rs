@@ -170,7 +170,8 @@ pub struct Health {
 /// A poll loop that has not polled for this long is reported unhealthy.
 const STALL_MS: i64 = 30_000;
 
-pub(crate) fn now_ms() -> i64 {
+/// Wall-clock time, Unix milliseconds (0 before 1970, saturating far in the future).
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -122,6 +122,15 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// Opens a pool on the docflow database with its schema brought up to date: what every
+/// service that reads or writes jobs, stage results or tokens starts from (one migration run
+/// per process; [`ResultStore`], [`Tokens`] and the ingest jobs then just wrap the pool).
+pub async fn open(url: &str, max_connections: u32) -> Result<AnyPool, StoreError> {
+    let pool = connect(url, max_connections).await?;
+    migrate(&pool).await?;
+    Ok(pool)
+}
+
 /// Opens a pool. SQLite files are created when missing.
 pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreError> {
     static DRIVERS: Once = Once::new();

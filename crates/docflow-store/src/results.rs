@@ -122,10 +122,9 @@ pub struct ResultStore {
 }
 
 impl ResultStore {
-    /// Runs the migrations and wraps the pool.
-    pub async fn open(pool: AnyPool) -> Result<Self, StoreError> {
-        crate::migrate(&pool).await?;
-        Ok(ResultStore { pool })
+    /// Wraps a pool on a migrated docflow database ([`crate::open`]).
+    pub fn new(pool: AnyPool) -> Self {
+        ResultStore { pool }
     }
 
     /// The pool.
@@ -258,11 +257,9 @@ mod tests {
     }
 
     async fn exercise(db: &ScratchDb) {
-        let store = ResultStore::open(crate::connect(&db.url, 2).await.unwrap())
-            .await
-            .unwrap();
-        // Opening again (a second replica) is a no-op migration.
-        ResultStore::open(store.pool().clone()).await.unwrap();
+        let store = ResultStore::new(crate::open(&db.url, 2).await.unwrap());
+        // Migrating again (a second replica) is a no-op.
+        crate::migrate(store.pool()).await.unwrap();
 
         // failed → dead_lettered → done; done is final.
         let failed = store

@@ -2,7 +2,7 @@
 //! `GET /openapi.json`, `GET /healthz`, `GET /metrics`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::{Bytes, BytesMut};
 use docflow_events::{DocUploaded, document_id, stages, types::is_document_id};
+use docflow_runtime::metrics::now_ms;
 use docflow_runtime::trace::{TRACEPARENT, TraceContext};
 use docflow_store::{Blobs, StageRun, StageStatus};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -53,13 +54,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// The tenant of the request's bearer token: a token of the configuration, else one in the
 /// database (`docflow tokens create`; revoked ones are refused).
 async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
@@ -76,8 +70,7 @@ async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiErro
     state
         .db_tokens
         .tenant_of(token)
-        .await
-        .map_err(store)?
+        .await?
         .ok_or(ApiError::Unauthorized)
 }
 
@@ -318,7 +311,7 @@ async fn wait_for_stages(
     let deadline = Instant::now() + wait;
     let mut interval = Duration::from_millis(20);
     loop {
-        let runs = state.results.latest_runs(tenant, id).await.map_err(store)?;
+        let runs = state.results.latest_runs(tenant, id).await?;
         if all_finished(&state.stages, &runs) {
             let job = state
                 .jobs
@@ -386,14 +379,6 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
         .observe(started.elapsed().as_secs_f64());
     sent.map_err(|(e, _)| ApiError::Unavailable(format!("broker: {e}")))?;
     Ok(())
-}
-
-fn store(e: docflow_store::StoreError) -> ApiError {
-    if e.is_unavailable() {
-        ApiError::Unavailable(e.to_string())
-    } else {
-        ApiError::Internal(e.to_string())
-    }
 }
 
 fn stage_json(run: &StageRun) -> Value {
@@ -481,11 +466,7 @@ async fn job(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &headers).await?;
     let job = own_job(&state, &tenant, &id).await?;
-    let runs = state
-        .results
-        .latest_runs(&tenant, &id)
-        .await
-        .map_err(store)?;
+    let runs = state.results.latest_runs(&tenant, &id).await?;
     let body = job_body(&state, &job, &runs)?;
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
@@ -499,11 +480,7 @@ async fn thumbnail(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &headers).await?;
     own_job(&state, &tenant, &id).await?;
-    let runs = state
-        .results
-        .latest_runs(&tenant, &id)
-        .await
-        .map_err(store)?;
+    let runs = state.results.latest_runs(&tenant, &id).await?;
     let run = runs.iter().find(|r| r.stage == stages::THUMBNAILS);
     let (run, result_ref) = match run {
         Some(run) if run.status == StageStatus::Done => match &run.result_ref {

@@ -66,6 +66,16 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
+impl From<docflow_store::StoreError> for ApiError {
+    fn from(e: docflow_store::StoreError) -> Self {
+        if e.is_unavailable() {
+            ApiError::Unavailable(e.to_string())
+        } else {
+            ApiError::Internal(e.to_string())
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();

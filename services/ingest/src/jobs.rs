@@ -48,12 +48,9 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Runs migrations.
-    pub async fn open(pool: AnyPool) -> Result<Self, ApiError> {
-        docflow_store::migrate(&pool)
-            .await
-            .map_err(|e| ApiError::Internal(format!("migrations: {e}")))?;
-        Ok(Jobs { pool })
+    /// Wraps a pool on a migrated docflow database (`docflow_store::open`).
+    pub fn new(pool: AnyPool) -> Self {
+        Jobs { pool }
     }
 
     /// The job of `tenant` for `document_id`.

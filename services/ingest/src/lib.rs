@@ -193,11 +193,10 @@ fn read_tokens_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, Strin
 
 /// Builds the state: database (migrated), object store, producer, codec, tokens.
 pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
-    let pool =
-        docflow_store::connect(&config.database.url, config.database.max_connections).await?;
-    let jobs = jobs::Jobs::open(pool.clone()).await?;
-    let results = docflow_store::ResultStore::open(pool.clone()).await?;
-    let db_tokens = docflow_store::Tokens::open(pool).await?;
+    let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
+    let jobs = jobs::Jobs::new(pool.clone());
+    let results = docflow_store::ResultStore::new(pool.clone());
+    let db_tokens = docflow_store::Tokens::new(pool);
     let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
     let mut kafka = config.kafka.clone();
     if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {

@@ -124,9 +124,8 @@ impl Config {
 pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::Result<Thumbnails> {
     let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
     let blobs = Blobs::open(&config.objects.dir)?;
-    let pool =
-        docflow_store::connect(&config.database.url, config.database.max_connections).await?;
-    let results = ResultStore::open(pool).await?;
+    let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
+    let results = ResultStore::new(pool);
     let codec = docflow_runtime::codec(&config.registry)?;
     let producer = docflow_runtime::producer::idempotent_producer(
         &config.kafka,

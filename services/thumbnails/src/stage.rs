@@ -15,12 +15,11 @@
 //! error (the runtime dead-letters it; the `dead_lettered` hook then records
 //! `dead_lettered` and announces it).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use docflow_events::stages::THUMBNAILS;
-use docflow_events::{
-    DocProcessed, DocUploaded, EventCodec, Outcome, document_id, idempotency_key,
-};
+use docflow_events::{DocProcessed, DocUploaded, EventCodec, Outcome, stage_keys};
+use docflow_runtime::metrics::now_ms;
 use docflow_runtime::trace::TRACEPARENT;
 use docflow_runtime::{Handler, HandlerError, Record};
 use docflow_store::{Blobs, ResultStore, StageRun, StageStatus, StoreError};
@@ -79,13 +78,6 @@ impl std::fmt::Debug for Thumbnails {
             .field("processed_topic", &self.processed_topic)
             .finish_non_exhaustive()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 fn db(e: StoreError) -> HandlerError {
@@ -191,7 +183,8 @@ impl Handler for Thumbnails {
             .ok_or_else(|| {
                 HandlerError::transient("blob_missing", format!("no blob at {}", event.object_uri))
             })?;
-        if document_id(&bytes) != event.document_id {
+        let (digest, ikey) = stage_keys(&bytes, THUMBNAILS, STAGE_VERSION);
+        if digest != event.document_id {
             return Err(HandlerError::permanent(
                 "digest_mismatch",
                 format!(
@@ -200,7 +193,6 @@ impl Handler for Thumbnails {
                 ),
             ));
         }
-        let ikey = idempotency_key(&bytes, THUMBNAILS, STAGE_VERSION);
         let renderer = self.renderer;
         let clock = std::time::Instant::now();
         let rendered = tokio::task::spawn_blocking(move || renderer.render(&bytes))

@@ -438,10 +438,7 @@ async fn multipart_wait_and_stage_reports() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
 
     // A stage reports through the result store: the job shows it, with its text and summary.
-    let store =
-        docflow_store::ResultStore::open(docflow_store::connect(&s.db.url, 2).await.unwrap())
-            .await
-            .unwrap();
+    let store = docflow_store::ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
     store
         .record(&docflow_store::StageRun {
             tenant_id: "alice".into(),

@@ -337,9 +337,7 @@ async fn upload_renders_serves_and_announces_once() {
         (id.as_str(), "alice", THUMBNAILS)
     );
     assert_eq!(ev.outcome, Outcome::Ok);
-    let store = ResultStore::open(docflow_store::connect(&s.db.url, 2).await.unwrap())
-        .await
-        .unwrap();
+    let store = ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
     let runs = store.latest_runs("alice", &id).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, StageStatus::Done);
@@ -432,9 +430,7 @@ async fn kill_9_mid_stream_loses_nothing_and_writes_nothing_twice() {
         let (status, body) = s.post("", png).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
-    let store = ResultStore::open(docflow_store::connect(&s.db.url, 2).await.unwrap())
-        .await
-        .unwrap();
+    let store = ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
     let done = |store: ResultStore, ids: std::collections::HashSet<String>| async move {
         let mut n = 0;
         for id in &ids {
