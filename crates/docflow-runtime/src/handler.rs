@@ -38,6 +38,18 @@ impl Record {
     }
 }
 
+/// Error classes the runtime itself assigns. A class is a `&'static str` chosen in code (a
+/// metric label and the `docflow.dlq.error.class` header), never text built at run time, so
+/// their number stays bounded. Codec classes come from [`docflow_events::CodecError::class`].
+pub mod class {
+    /// The record has no value.
+    pub const EMPTY: &str = "empty";
+    /// A database the handler writes to failed.
+    pub const DATABASE: &str = "database";
+    /// Producing an output event failed.
+    pub const PRODUCE: &str = "produce";
+}
+
 /// Why a handler failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandlerError {
@@ -45,16 +57,16 @@ pub enum HandlerError {
     /// backoff, dead-lettered after the last attempt.
     #[error("transient {class}: {message}")]
     Transient {
-        /// Short stable class (metrics label, DLQ header).
-        class: String,
+        /// Short stable class (metrics label, DLQ header); one of a closed set.
+        class: &'static str,
         /// Human-readable detail.
         message: String,
     },
     /// The record itself is bad (undecodable, over limits): dead-lettered at once.
     #[error("permanent {class}: {message}")]
     Permanent {
-        /// Short stable class.
-        class: String,
+        /// Short stable class; one of a closed set.
+        class: &'static str,
         /// Human-readable detail.
         message: String,
     },
@@ -62,23 +74,23 @@ pub enum HandlerError {
 
 impl HandlerError {
     /// A transient failure.
-    pub fn transient(class: impl Into<String>, message: impl ToString) -> Self {
+    pub fn transient(class: &'static str, message: impl ToString) -> Self {
         HandlerError::Transient {
-            class: class.into(),
+            class,
             message: message.to_string(),
         }
     }
 
     /// A permanent failure.
-    pub fn permanent(class: impl Into<String>, message: impl ToString) -> Self {
+    pub fn permanent(class: &'static str, message: impl ToString) -> Self {
         HandlerError::Permanent {
-            class: class.into(),
+            class,
             message: message.to_string(),
         }
     }
 
     /// The error class.
-    pub fn class(&self) -> &str {
+    pub fn class(&self) -> &'static str {
         match self {
             HandlerError::Transient { class, .. } | HandlerError::Permanent { class, .. } => class,
         }
@@ -91,6 +103,11 @@ impl HandlerError {
                 message
             }
         }
+    }
+
+    /// Whether the record itself is bad (no retry helps).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, HandlerError::Permanent { .. })
     }
 }
 
@@ -107,21 +124,41 @@ impl From<docflow_events::CodecError> for HandlerError {
 
 /// The side effect of a consumer group. It must be idempotent: the runtime delivers at least
 /// once, so the same record can arrive again after a crash or rebalance.
+///
+/// A delivery goes `decode` (once; retried while it fails transiently) → `handle` (retried
+/// with the same input while it fails transiently) → on a permanent error or the last failed
+/// attempt, the dead-letter write, then `dead_lettered` with whatever was decoded. Nothing is
+/// decoded twice.
 pub trait Handler: Send + Sync + 'static {
+    /// What a record decodes to (a stage: its event; `()` for handlers of raw bytes).
+    type Input: Send + Sync + 'static;
+
+    /// Turns the record into the handler's input. An undecodable record is a permanent error.
+    fn decode(
+        &self,
+        record: &Record,
+    ) -> impl Future<Output = Result<Self::Input, HandlerError>> + Send;
+
     /// Processes one record. Return only once the side effect is durable: the offset is
     /// stored right after.
-    fn handle(&self, record: &Record) -> impl Future<Output = Result<(), HandlerError>> + Send;
+    fn handle(
+        &self,
+        record: &Record,
+        input: &Self::Input,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
     /// Called once the dead-letter topic has acknowledged `record` (after its last attempt
-    /// failed with `error`), before its offset is stored: a stage records the outcome where
-    /// users look for it (the result store). Best effort; a failure here is logged by the
-    /// handler and does not hold the partition. The default does nothing.
+    /// failed with `error`), before its offset is stored, with the decoded input when decoding
+    /// got that far: a stage records the outcome where users look for it (the result store).
+    /// Best effort; a failure here is logged by the handler and does not hold the partition.
+    /// The default does nothing.
     fn dead_lettered(
         &self,
         record: &Record,
+        input: Option<&Self::Input>,
         error: &HandlerError,
     ) -> impl Future<Output = ()> + Send {
-        let _ = (record, error);
+        let _ = (record, input, error);
         async {}
     }
 }

@@ -56,12 +56,18 @@ pub enum RuntimeError {
     /// Something did not happen in time.
     #[error("timed out: {0}")]
     Timeout(String),
-    /// A metric could not be registered.
+    /// A metric could not be created or registered.
     #[error("metrics: {0}")]
-    Metrics(String),
+    Metrics(#[source] prometheus::Error),
     /// Local I/O (binding, threads).
-    #[error("{0}")]
-    Io(String),
+    #[error("{context}: {source}")]
+    Io {
+        /// What docflow was doing.
+        context: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The poll thread failed.
     #[error("poll loop: {0}")]
     PollThread(String),
@@ -73,5 +79,10 @@ impl RuntimeError {
     ) -> impl FnOnce(rdkafka::error::KafkaError) -> Self {
         let context = context.into();
         move |source| RuntimeError::Kafka { context, source }
+    }
+
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let context = context.into();
+        move |source| RuntimeError::Io { context, source }
     }
 }

@@ -50,10 +50,10 @@ fn reg<T: prometheus::core::Collector + Clone + 'static>(
     registry: &Registry,
     m: Result<T, prometheus::Error>,
 ) -> Result<T, RuntimeError> {
-    let m = m.map_err(|e| RuntimeError::Metrics(e.to_string()))?;
+    let m = m.map_err(RuntimeError::Metrics)?;
     registry
         .register(Box::new(m.clone()))
-        .map_err(|e| RuntimeError::Metrics(e.to_string()))?;
+        .map_err(RuntimeError::Metrics)?;
     Ok(m)
 }
 
@@ -245,7 +245,7 @@ pub async fn serve_admin(
 pub async fn bind_admin(addr: SocketAddr) -> Result<tokio::net::TcpListener, RuntimeError> {
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| RuntimeError::Io(format!("binding admin endpoint {addr}: {e}")))
+        .map_err(RuntimeError::io(format!("binding admin endpoint {addr}")))
 }
 
 async fn metrics(State(s): State<AdminState>) -> Response {

@@ -29,3 +29,55 @@ pub fn idempotent_producer(
     cfg.create()
         .map_err(RuntimeError::kafka("creating producer"))
 }
+
+/// Why an event could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Encoding through the registry failed (a permanent codec error or an unreachable registry).
+    #[error("encoding the event: {0}")]
+    Encode(#[from] docflow_events::CodecError),
+    /// The broker did not acknowledge the record in time.
+    #[error("producing to {topic}: {source}")]
+    Produce {
+        /// The topic.
+        topic: String,
+        /// librdkafka's error.
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+}
+
+/// Encodes `event` through the registry (Confluent wire format) and sends it to `topic` with
+/// key `key` and `trace` as its `traceparent` header; returns once the broker acknowledged it.
+/// Every event docflow produces goes through here: ingest's `doc.uploaded`, the stages'
+/// `doc.processed`.
+pub async fn send_event<E: docflow_events::Event>(
+    producer: &FutureProducer,
+    codec: &docflow_events::EventCodec,
+    topic: &str,
+    key: &str,
+    event: &E,
+    trace: &crate::trace::TraceContext,
+    timeout: std::time::Duration,
+) -> Result<(), SendError> {
+    let payload = codec.encode(event).await?;
+    let trace = trace.to_string();
+    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+        key: crate::trace::TRACEPARENT,
+        value: Some(trace.as_bytes()),
+    });
+    producer
+        .send(
+            rdkafka::producer::FutureRecord::to(topic)
+                .key(key)
+                .payload(&payload)
+                .headers(headers),
+            timeout,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|(source, _)| SendError::Produce {
+            topic: topic.to_owned(),
+            source,
+        })
+}

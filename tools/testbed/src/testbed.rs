@@ -59,9 +59,14 @@ struct Synthetic {
 }
 
 impl Handler for Synthetic {
-    async fn handle(&self, record: &Record) -> Result<(), HandlerError> {
-        let id =
-            String::from_utf8_lossy(record.payload.as_deref().unwrap_or_default()).into_owned();
+    /// The record's id (its payload as text).
+    type Input = String;
+
+    async fn decode(&self, record: &Record) -> Result<String, HandlerError> {
+        Ok(String::from_utf8_lossy(record.payload.as_deref().unwrap_or_default()).into_owned())
+    }
+
+    async fn handle(&self, record: &Record, id: &String) -> Result<(), HandlerError> {
         if id.starts_with(&self.poison) {
             return Err(HandlerError::permanent(
                 "poison",
@@ -80,7 +85,7 @@ impl Handler for Synthetic {
             "INSERT INTO testbed_rows (msg_id, topic, part, off, pid) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (msg_id) DO NOTHING",
         )
-        .bind(&id)
+        .bind(id)
         .bind(&record.topic)
         .bind(i64::from(record.partition))
         .bind(record.offset)
@@ -94,7 +99,7 @@ impl Handler for Synthetic {
                 "INSERT INTO testbed_redeliveries (msg_id, n) VALUES ($1, 1) \
                  ON CONFLICT (msg_id) DO UPDATE SET n = testbed_redeliveries.n + 1",
             )
-            .bind(&id)
+            .bind(id)
             .execute(&self.pool)
             .await
             .map_err(|e| HandlerError::transient("database", e))?;
@@ -138,6 +143,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         group_id: config.group.clone(),
         topics: vec![config.topic.clone()],
         client_id: "docflow-testbed".into(),
+        producer: None,
     };
     docflow_runtime::run_service(
         &config.kafka,

@@ -20,7 +20,13 @@ struct Scrambler {
 }
 
 impl Handler for Scrambler {
-    async fn handle(&self, record: &Record) -> Result<(), HandlerError> {
+    type Input = ();
+
+    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(&self, record: &Record, (): &()) -> Result<(), HandlerError> {
         let key = record.key.clone().unwrap_or_default();
         if !self.running_keys.lock().unwrap().insert(key.clone()) {
             *self.overlaps.lock().unwrap() += 1;
@@ -84,6 +90,7 @@ async fn run_scrambled(per_key: bool) -> (Arc<Scrambler>, Bed) {
         group_id: bed.group.clone(),
         topics: vec![bed.topic.clone()],
         client_id: "in-process".into(),
+        producer: None,
     };
     let registry = prometheus::Registry::new();
     let metrics = ConsumerMetrics::new(&registry).unwrap();

@@ -1,0 +1,62 @@
+//! Dead-letter writing: a record that failed for good goes to `<topic>.dlq.<group>` before
+//! its offset may be stored.
+
+use std::time::Duration;
+
+use rdkafka::producer::FutureRecord;
+
+use crate::dlq;
+use crate::handler::{Handler, HandlerError, Record};
+use crate::metrics::outcome;
+
+use super::worker::abandoned;
+use super::{Outcome, Shared};
+
+/// Writes `record` (key and value unchanged, provenance headers) to its dead-letter topic,
+/// then tells the handler. A failed write is retried with backoff until it succeeds or the
+/// consumer stops: the record's offset is not passed before the DLQ has it.
+pub(super) async fn dead_letter<H: Handler>(
+    s: &Shared<H>,
+    record: &Record,
+    input: Option<&H::Input>,
+    e: &HandlerError,
+) -> Outcome {
+    let topic = dlq::topic_for(&record.topic, &s.group);
+    let headers =
+        dlq::dead_letter_headers(record, &s.group, e.class(), e.message(), record.attempt);
+    let mut failures = 0u32;
+    loop {
+        let mut fr: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&topic).headers(headers.clone());
+        if let Some(k) = &record.key {
+            fr = fr.key(k.as_slice());
+        }
+        if let Some(p) = &record.payload {
+            fr = fr.payload(p.as_slice());
+        }
+        match s.producer.send(fr, Duration::from_secs(30)).await {
+            Ok(_) => {
+                s.metrics
+                    .messages
+                    .with_label_values(&[&s.group, outcome::DEAD_LETTERED])
+                    .inc();
+                tracing::warn!(class = e.class(), error = e.message(), dlq = %topic, attempts = record.attempt, "dead-lettered");
+                s.handler.dead_lettered(record, input, e).await;
+                return Outcome::Done;
+            }
+            Err((err, _)) => {
+                failures += 1;
+                s.metrics
+                    .dlq_write_errors
+                    .with_label_values(&[&s.group])
+                    .inc();
+                let delay = s.retry.delay(failures);
+                tracing::error!(error = %err, dlq = %topic, ?delay, "dead-letter write failed; the partition waits");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {},
+                    () = s.cancel.cancelled() => return abandoned(s),
+                }
+            }
+        }
+    }
+}

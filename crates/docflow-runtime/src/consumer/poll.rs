@@ -1,0 +1,259 @@
+//! The poll thread's loop. Each pass runs the same phases in order:
+//!
+//! 1. [`PollLoop::housekeeping`]: take in completions, store offsets, pause or resume,
+//!    refresh the gauges (once a second);
+//! 2. [`PollLoop::sync_partition_queues`]: one client queue per owned partition;
+//! 3. [`PollLoop::dispatch_from_queues`]: round robin over those queues while there is room;
+//! 4. [`PollLoop::poll_consumer`]: the consumer itself (rebalances, statistics, errors), the
+//!    only phase that may wait.
+//!
+//! Once stopped: [`PollLoop::stop_intake`], [`PollLoop::drain_within_grace`],
+//! [`PollLoop::commit_and_leave`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::Message;
+use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{BorrowedMessage, Headers};
+
+use crate::RuntimeError;
+use crate::handler::{Handler, Record};
+use crate::metrics::Health;
+use crate::trace::{TRACEPARENT, TraceContext};
+
+use super::Tp;
+use super::state::{Ctx, State};
+
+/// Longest the poll loop waits for something to do in one pass.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+
+/// How often the gauges are refreshed.
+const METRICS_EVERY: Duration = Duration::from_secs(1);
+
+/// How long one poll waits while draining at shutdown.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// The poll thread: feeds the workers and keeps the group membership alive.
+pub(super) struct PollLoop<'a, H: Handler> {
+    consumer: &'a Arc<BaseConsumer<Ctx<H>>>,
+    stop: &'a AtomicBool,
+    health: &'a Health,
+    grace: Duration,
+    /// One client queue per owned partition, read only while there is room. Kept here, not in
+    /// the context: a queue holds the consumer, and the consumer holds the context.
+    queues: Vec<(Tp, PartitionQueue<Ctx<H>>)>,
+    /// Where the next round-robin pass starts.
+    next_queue: usize,
+    last_metrics: Instant,
+}
+
+impl<'a, H: Handler> PollLoop<'a, H> {
+    pub(super) fn new(
+        consumer: &'a Arc<BaseConsumer<Ctx<H>>>,
+        stop: &'a AtomicBool,
+        health: &'a Health,
+        grace: Duration,
+    ) -> Self {
+        PollLoop {
+            consumer,
+            stop,
+            health,
+            grace,
+            queues: Vec::new(),
+            next_queue: 0,
+            last_metrics: Instant::now(),
+        }
+    }
+
+    /// Runs until `stop` is set, then drains within the grace period, commits and leaves.
+    pub(super) fn run(mut self) -> Result<(), RuntimeError> {
+        while !self.stop.load(Ordering::SeqCst) {
+            self.health.polled();
+            let (owned, room) = self.housekeeping();
+            self.sync_partition_queues(owned);
+            let (room, dispatched) = self.dispatch_from_queues(room);
+            self.poll_consumer(room, dispatched);
+        }
+        self.stop_intake();
+        self.drain_within_grace();
+        self.commit_and_leave();
+        Ok(())
+    }
+
+    /// The state is shared with the client callbacks, which run inside `poll` calls on this
+    /// thread: never hold it across a poll.
+    fn state(&self) -> MutexGuard<'a, State<H>> {
+        let consumer: &'a Arc<BaseConsumer<Ctx<H>>> = self.consumer;
+        consumer.context().lock()
+    }
+
+    /// Takes in completions, stores the advanced offsets, pauses or resumes, refreshes the
+    /// gauges when due. Returns the partitions owned and the room for new records.
+    fn housekeeping(&mut self) -> (HashSet<Tp>, usize) {
+        let mut st = self.state();
+        st.drain();
+        st.store(self.consumer);
+        st.update_pause(self.consumer);
+        if self.last_metrics.elapsed() >= METRICS_EVERY {
+            st.update_metrics();
+            self.last_metrics = Instant::now();
+        }
+        (st.owned(), st.room())
+    }
+
+    /// Keeps one split-off client queue per owned partition.
+    fn sync_partition_queues(&mut self, owned: HashSet<Tp>) {
+        self.queues.retain(|(tp, _)| owned.contains(tp));
+        for tp in owned {
+            if !self.queues.iter().any(|(q, _)| *q == tp)
+                && let Some(q) = self.consumer.split_partition_queue(&tp.0, tp.1)
+            {
+                self.queues.push((tp, q));
+            }
+        }
+    }
+
+    /// Round-robin over the partition queues, one record per queue per pass, while there is
+    /// room: every partition makes progress, none is favoured. Returns the room left and
+    /// whether anything was dispatched.
+    fn dispatch_from_queues(&mut self, mut room: usize) -> (usize, bool) {
+        let mut progressed = true;
+        let mut dispatched = false;
+        while room > 0 && progressed && !self.queues.is_empty() {
+            progressed = false;
+            for i in 0..self.queues.len() {
+                if room == 0 {
+                    break;
+                }
+                let idx = (self.next_queue + i) % self.queues.len();
+                match self.queues[idx].1.poll(Duration::ZERO) {
+                    Some(Ok(m)) => {
+                        let record = to_record(&m);
+                        drop(m);
+                        self.state().dispatch(record);
+                        room -= 1;
+                        progressed = true;
+                        dispatched = true;
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "partition queue error"),
+                    None => {}
+                }
+            }
+            self.next_queue = self.next_queue.wrapping_add(1);
+        }
+        (room, dispatched)
+    }
+
+    /// The consumer itself: rebalances, stats, errors, and records of partitions whose queue
+    /// is not split yet. Polling it is what keeps max.poll.interval.ms satisfied. It waits a
+    /// little only when this pass found nothing to do.
+    fn poll_consumer(&mut self, room: usize, dispatched: bool) {
+        let wait = if dispatched {
+            Duration::ZERO
+        } else if room == 0 {
+            // Full: wake on the first completion rather than on a timer.
+            self.state().wait_for_completion(IDLE_WAIT);
+            Duration::ZERO
+        } else {
+            IDLE_WAIT
+        };
+        match self.consumer.poll(wait) {
+            None => {}
+            Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
+            Some(Ok(m)) => {
+                let record = to_record(&m);
+                drop(m);
+                self.state().dispatch(record);
+            }
+        }
+    }
+
+    /// Pauses the assignment and closes the partition queues: nothing new is dispatched.
+    fn stop_intake(&mut self) {
+        self.state().set_paused(self.consumer, true);
+        self.queues.clear();
+    }
+
+    /// Waits for the running records, storing offsets as they finish, until none is left or
+    /// the grace period is over. Keeps polling meanwhile so the group membership holds.
+    fn drain_within_grace(&self) {
+        let deadline = Instant::now() + self.grace;
+        loop {
+            self.health.polled();
+            {
+                let mut st = self.state();
+                st.drain();
+                st.store(self.consumer);
+                let running = st.running();
+                if running == 0 {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    tracing::warn!(
+                        running,
+                        "shutdown grace over; unfinished records will be redelivered"
+                    );
+                    break;
+                }
+            }
+            if let Some(Ok(m)) = self.consumer.poll(DRAIN_POLL) {
+                tracing::debug!(
+                    offset = m.offset(),
+                    "record after stop not dispatched; it will be redelivered"
+                );
+            }
+        }
+    }
+
+    /// Commits the stored offsets and leaves the group.
+    fn commit_and_leave(&self) {
+        {
+            let mut st = self.state();
+            st.update_metrics();
+            // The grace is spent: the revoke that leaving the group runs must not wait again,
+            // and records still waiting for a slot, a retry or a DLQ write give up (they are
+            // redelivered).
+            st.revoke_timeout = Duration::ZERO;
+            st.shared.cancel.cancel();
+        }
+        match self.consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) => tracing::info!("offsets committed"),
+            Err(e) => {
+                tracing::debug!(error = %e, "final commit: nothing to commit or not possible")
+            }
+        }
+        self.consumer.unsubscribe();
+    }
+}
+
+fn to_record(m: &BorrowedMessage<'_>) -> Record {
+    let headers: Vec<(String, Option<Vec<u8>>)> = m
+        .headers()
+        .map(|hs| {
+            hs.iter()
+                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let parent = headers
+        .iter()
+        .find(|(k, _)| k == TRACEPARENT)
+        .and_then(|(_, v)| v.as_deref());
+    let trace = TraceContext::from_header(parent);
+    Record {
+        topic: m.topic().to_owned(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec),
+        headers,
+        timestamp_ms: m.timestamp().to_millis(),
+        attempt: 1,
+        trace,
+    }
+}
