@@ -72,6 +72,14 @@ impl Blobs {
         Key::from_iter(segments)
     }
 
+    /// Whether `key` lies under the top-level segment `owner`: ingest keeps a tenant's
+    /// documents under `<tenant>/...`, so a stage checks an event's tenant against its key.
+    pub fn is_under(key: &Key, owner: &str) -> bool {
+        key.parts()
+            .next()
+            .is_some_and(|first| first == object_store::path::PathPart::from(owner))
+    }
+
     /// The `file://` URI of `key`, as carried in events.
     pub fn uri(&self, key: &Key) -> String {
         let path = self.root.join(key.as_ref());
@@ -129,6 +137,18 @@ impl Blobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_belong_to_their_first_segment() {
+        let key = Blobs::key(["demo", "abc"]);
+        assert!(Blobs::is_under(&key, "demo"));
+        assert!(!Blobs::is_under(&key, "mallory"));
+        assert!(!Blobs::is_under(&key, "dem"));
+        // Segments are escaped: a tenant named "a/b" owns "a%2Fb/...", not "a/...".
+        let odd = Blobs::key(["a/b", "x"]);
+        assert!(Blobs::is_under(&odd, "a/b"));
+        assert!(!Blobs::is_under(&odd, "a"));
+    }
 
     #[tokio::test]
     async fn keys_uris_and_round_trip() {

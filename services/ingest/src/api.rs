@@ -13,17 +13,16 @@ use axum::routing::{get, post};
 use bytes::{Bytes, BytesMut};
 use docflow_events::{DocUploaded, document_id, stages, types::is_document_id};
 use docflow_runtime::metrics::now_ms;
-use docflow_runtime::trace::{TRACEPARENT, TraceContext};
+use docflow_runtime::producer::{SendError, send_event};
+use docflow_runtime::trace::TraceContext;
 use docflow_store::{Blobs, StageRun, StageStatus};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::FutureRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::jobs::{Job, status};
 use crate::sniff::{Kind, check_pdf, sniff};
+use docflow_store::jobs::{Job, status};
 
 type Shared = State<Arc<AppState>>;
 
@@ -241,7 +240,7 @@ async fn upload(
         .blobs
         .put(&key, bytes)
         .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        .map_err(|e| ApiError::unavailable("object store", e))?;
     let object_uri = state.blobs.uri(&key);
 
     // 2. The record, before the event: a stored blob always has one.
@@ -348,37 +347,28 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
         uploaded_at: now_ms(),
         producer_version: concat!("docflow-ingest/", env!("CARGO_PKG_VERSION")).to_owned(),
     };
-    let payload = state.codec.encode(&event).await.map_err(|e| {
-        if e.is_permanent() {
-            ApiError::Internal(format!("encoding doc.uploaded: {e}"))
-        } else {
-            ApiError::Unavailable(format!("schema registry: {e}"))
-        }
-    })?;
-    let trace = TraceContext::new_root().to_string();
-    let headers = OwnedHeaders::new().insert(Header {
-        key: TRACEPARENT,
-        value: Some(trace.as_bytes()),
-    });
     let started = std::time::Instant::now();
-    let sent = state
-        .producer
-        .send(
-            FutureRecord::to(&state.topic)
-                .key(&job.job_id)
-                .payload(&payload)
-                .headers(headers),
-            state.produce_timeout,
-        )
-        .await;
+    let sent = send_event(
+        &state.producer,
+        &state.codec,
+        &state.topic,
+        &job.job_id,
+        &event,
+        &TraceContext::new_root(),
+        state.produce_timeout,
+    )
+    .await;
     let result = if sent.is_ok() { "ok" } else { "error" };
     state
         .metrics
         .produce
         .with_label_values(&[result])
         .observe(started.elapsed().as_secs_f64());
-    sent.map_err(|(e, _)| ApiError::Unavailable(format!("broker: {e}")))?;
-    Ok(())
+    sent.map_err(|e| match e {
+        SendError::Encode(e) if e.is_permanent() => ApiError::failed("encoding doc.uploaded", e),
+        SendError::Encode(e) => ApiError::unavailable("schema registry", e),
+        e @ SendError::Produce { .. } => ApiError::unavailable("broker", e),
+    })
 }
 
 fn stage_json(run: &StageRun) -> Value {
@@ -433,7 +423,16 @@ fn job_body(state: &AppState, job: &Job, runs: &[StageRun]) -> Result<Value, Api
     let thumbnail = runs
         .iter()
         .any(|r| r.stage == stages::THUMBNAILS && r.status == StageStatus::Done);
-    let mut body = serde_json::to_value(job).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut body = json!({
+        "job_id": job.job_id,
+        "status": job.status,
+        "content_type": job.content_type,
+        "size_bytes": job.size_bytes,
+        "file_name": job.file_name,
+        "uploads": job.uploads,
+        "created_at_ms": job.created_at_ms,
+        "produced_at_ms": job.produced_at_ms,
+    });
     body["pipeline"] = json!(pipeline);
     body["stages"] = Value::Array(stages);
     body["text"] = from_output("text");
@@ -515,12 +514,12 @@ async fn thumbnail(
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
     let key = object_store::path::Path::parse(result_ref)
-        .map_err(|e| ApiError::Internal(format!("thumbnail reference {result_ref:?}: {e}")))?;
+        .map_err(|e| ApiError::failed("reading the thumbnail reference", e))?;
     let png = state
         .blobs
         .get(&key)
         .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?
+        .map_err(|e| ApiError::unavailable("object store", e))?
         .ok_or_else(|| ApiError::Internal(format!("thumbnail blob {result_ref} is missing")))?;
     Ok((
         StatusCode::OK,

@@ -32,11 +32,47 @@ pub enum ApiError {
     #[error("invalid PDF: {0}")]
     InvalidPdf(#[from] crate::sniff::PdfError),
     /// 503: the broker, registry, database or object store is unavailable; retry later.
-    #[error("temporarily unavailable: {0}")]
-    Unavailable(String),
-    /// 500.
+    #[error("temporarily unavailable: {dependency}: {source}")]
+    Unavailable {
+        /// Which dependency (`database`, `broker`, `schema registry`, `object store`).
+        dependency: &'static str,
+        /// Its error.
+        #[source]
+        source: Cause,
+    },
+    /// 500: a dependency refused what it should have taken (a bad query, an encoding bug).
+    #[error("internal error: {what}: {source}")]
+    Failed {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: Cause,
+    },
+    /// 500: an invariant does not hold.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The error of a dependency, kept as the source of an [`ApiError`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+impl ApiError {
+    /// 503 for `dependency`, keeping its error.
+    pub fn unavailable(dependency: &'static str, source: impl Into<Cause>) -> Self {
+        ApiError::Unavailable {
+            dependency,
+            source: source.into(),
+        }
+    }
+
+    /// 500 while doing `what`, keeping the error.
+    pub fn failed(what: &'static str, source: impl Into<Cause>) -> Self {
+        ApiError::Failed {
+            what,
+            source: source.into(),
+        }
+    }
 }
 
 impl ApiError {
@@ -50,8 +86,10 @@ impl ApiError {
             ApiError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::UnsupportedType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_type"),
             ApiError::InvalidPdf(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_pdf"),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Failed { .. } | ApiError::Internal(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         }
     }
 }
@@ -59,9 +97,9 @@ impl ApiError {
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         if docflow_store::is_unavailable(&e) {
-            ApiError::Unavailable(format!("database: {e}"))
+            ApiError::unavailable("database", e)
         } else {
-            ApiError::Internal(format!("database: {e}"))
+            ApiError::failed("database", e)
         }
     }
 }
@@ -69,9 +107,9 @@ impl From<sqlx::Error> for ApiError {
 impl From<docflow_store::StoreError> for ApiError {
     fn from(e: docflow_store::StoreError) -> Self {
         if e.is_unavailable() {
-            ApiError::Unavailable(e.to_string())
+            ApiError::unavailable("database", e)
         } else {
-            ApiError::Internal(e.to_string())
+            ApiError::failed("database", e)
         }
     }
 }

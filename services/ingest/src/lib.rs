@@ -26,7 +26,6 @@ use tokio::net::TcpListener;
 
 pub mod api;
 pub mod error;
-pub mod jobs;
 pub mod metrics;
 pub mod sniff;
 
@@ -146,7 +145,7 @@ impl Config {
 
 /// Everything a request needs.
 pub struct AppState {
-    pub(crate) jobs: jobs::Jobs,
+    pub(crate) jobs: docflow_store::Jobs,
     pub(crate) results: docflow_store::ResultStore,
     pub(crate) db_tokens: docflow_store::Tokens,
     pub(crate) stages: Vec<String>,
@@ -194,7 +193,7 @@ fn read_tokens_file(path: &std::path::Path) -> anyhow::Result<Vec<(String, Strin
 /// Builds the state: database (migrated), object store, producer, codec, tokens.
 pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
-    let jobs = jobs::Jobs::new(pool.clone());
+    let jobs = docflow_store::Jobs::new(pool.clone());
     let results = docflow_store::ResultStore::new(pool.clone());
     let db_tokens = docflow_store::Tokens::new(pool);
     let blobs = docflow_store::Blobs::open(&config.objects.dir)?;

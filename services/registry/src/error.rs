@@ -134,7 +134,7 @@ impl IntoResponse for RegistryError {
             tracing::error!(error = %self, "registry request failed");
         }
         let body = serde_json::json!({"error_code": code, "message": self.to_string()});
-        let mut resp = crate::http::json(status, &body);
+        let mut resp = crate::response::json(status, &body);
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

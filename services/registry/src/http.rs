@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -16,8 +15,8 @@ use serde_json::json;
 use crate::error::RegistryError;
 use crate::store::{CandidateSchema, Store, SubjectVersion, VersionRef};
 
-/// Content type of every response, as Confluent's registry answers.
-pub const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+pub use crate::response::CONTENT_TYPE;
+use crate::response::json;
 
 const ACCEPTED_CONTENT_TYPES: [&str; 4] = [
     "application/vnd.schemaregistry.v1+json",
@@ -28,16 +27,6 @@ const ACCEPTED_CONTENT_TYPES: [&str; 4] = [
 
 type Shared = State<Arc<Store>>;
 type ApiResult = Result<Response, RegistryError>;
-
-/// A JSON response with the registry content type.
-pub(crate) fn json(status: StatusCode, body: &serde_json::Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        Body::from(body.to_string()),
-    )
-        .into_response()
-}
 
 fn ok(body: serde_json::Value) -> ApiResult {
     Ok(json(StatusCode::OK, &body))

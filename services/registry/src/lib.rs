@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 pub mod error;
 pub mod http;
+mod response;
 pub mod store;
 
 pub use error::RegistryError;

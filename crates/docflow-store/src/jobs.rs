@@ -1,8 +1,8 @@
-//! Job records: one per (tenant, document), written before the event is produced.
+//! Ingest job records: one per (tenant, document), written before `doc.uploaded` is produced.
 
 use sqlx::{AnyPool, Row};
 
-use crate::error::ApiError;
+use crate::StoreError;
 
 /// Job states.
 pub mod status {
@@ -15,17 +15,15 @@ pub mod status {
 }
 
 /// A job as stored.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     /// Document id (hex SHA-256), which is also the job id.
     pub job_id: String,
     /// Owning tenant.
-    #[serde(skip)]
     pub tenant_id: String,
     /// Current state.
     pub status: String,
     /// Where the bytes are.
-    #[serde(skip)]
     pub object_uri: String,
     /// Sniffed type.
     pub content_type: String,
@@ -54,7 +52,7 @@ impl Jobs {
     }
 
     /// The job of `tenant` for `document_id`.
-    pub async fn get(&self, tenant: &str, document_id: &str) -> Result<Option<Job>, ApiError> {
+    pub async fn get(&self, tenant: &str, document_id: &str) -> Result<Option<Job>, StoreError> {
         let row = sqlx::query(
             "SELECT tenant_id, document_id, object_uri, content_type, size_bytes, file_name, status, \
              uploads, created_at_ms, produced_at_ms FROM ingest_jobs WHERE tenant_id = $1 AND document_id = $2",
@@ -78,7 +76,7 @@ impl Jobs {
     }
 
     /// Records an upload: inserts the job, or counts another upload of the same bytes.
-    pub async fn record_upload(&self, job: &Job) -> Result<(), ApiError> {
+    pub async fn record_upload(&self, job: &Job) -> Result<(), StoreError> {
         let inserted = sqlx::query(
             "INSERT INTO ingest_jobs (tenant_id, document_id, object_uri, content_type, size_bytes, \
              file_name, status, uploads, created_at_ms, produced_at_ms) \
@@ -115,7 +113,7 @@ impl Jobs {
         document_id: &str,
         status: &str,
         produced_at_ms: Option<i64>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE ingest_jobs SET status = $1, produced_at_ms = COALESCE($2, produced_at_ms) \
              WHERE tenant_id = $3 AND document_id = $4",
