@@ -8,17 +8,10 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Parser;
-use docflow_config::{
-    ConsumerArgs, DatabaseArgs, KafkaArgs, ObjectStoreArgs, RegistryArgs, TelemetryArgs,
-};
-use docflow_events::stages::THUMBNAILS;
-use docflow_runtime::ConsumerSpec;
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_store::{Blobs, ResultStore};
+use docflow_config::TelemetryArgs;
+use docflow_stage::StageArgs;
 
 pub mod render;
 pub mod stage;
@@ -46,46 +39,9 @@ pub struct Config {
     #[arg(long, env = "DOCFLOW_THUMBNAIL_MAX_PX", default_value_t = 256)]
     pub max_px: u32,
 
-    /// Consumer group.
-    #[arg(long, env = "DOCFLOW_THUMBNAILS_GROUP", default_value = THUMBNAILS)]
-    pub group: String,
-
-    /// Topic of accepted documents.
-    #[arg(long, env = "DOCFLOW_THUMBNAILS_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
-    pub topic: String,
-
-    /// Topic the stage announces its results on.
-    #[arg(long, env = "DOCFLOW_PROCESSED_TOPIC", default_value = docflow_events::topics::DOC_PROCESSED)]
-    pub processed_topic: String,
-
-    /// How long a `doc.processed` produce may wait for the broker's ack.
-    #[arg(
-        long,
-        env = "DOCFLOW_THUMBNAILS_PRODUCE_TIMEOUT",
-        default_value = "10s",
-        value_parser = docflow_config::parse_duration
-    )]
-    pub produce_timeout: Duration,
-
-    /// Kafka.
+    /// Group, topics, Kafka, registry, database, object store, consumer runtime.
     #[command(flatten)]
-    pub kafka: KafkaArgs,
-
-    /// Consumer runtime (workers, retries, admin endpoint).
-    #[command(flatten)]
-    pub consumer: ConsumerArgs,
-
-    /// Schema registry.
-    #[command(flatten)]
-    pub registry: RegistryArgs,
-
-    /// Result store.
-    #[command(flatten)]
-    pub database: DatabaseArgs,
-
-    /// Object store (document bytes in, thumbnails out).
-    #[command(flatten)]
-    pub objects: ObjectStoreArgs,
+    pub stage: StageArgs,
 
     /// Logging.
     #[command(flatten)]
@@ -93,54 +49,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// The configuration of the stage inside a local stack (`docflow dev`, tests): every
-    /// other setting keeps its command-line default, the admin endpoint takes a free port.
-    pub fn local(
-        bootstrap_servers: &str,
-        registry_url: &str,
-        database_url: &str,
-        object_dir: &std::path::Path,
-        pdfium_lib: &std::path::Path,
-    ) -> Result<Self, clap::Error> {
-        Self::try_parse_from([
+    /// The stage inside a local stack (the harness, `docflow dev`): `stage` says where, every
+    /// other setting keeps its command-line default.
+    pub fn local(stage: StageArgs, pdfium_lib: &std::path::Path) -> Result<Self, clap::Error> {
+        let mut config = Self::try_parse_from([
             "docflow-thumbnails",
-            "--kafka-bootstrap-servers",
-            bootstrap_servers,
-            "--schema-registry-url",
-            registry_url,
-            "--database-url",
-            database_url,
-            "--object-dir",
-            &object_dir.display().to_string(),
             "--pdfium-lib",
             &pdfium_lib.display().to_string(),
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ])
+        ])?;
+        config.stage = stage;
+        Ok(config)
     }
-}
-
-/// Builds the handler: pdfium, object store, result store (migrated), codec, producer.
-pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::Result<Thumbnails> {
-    let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
-    let blobs = Blobs::open(&config.objects.dir)?;
-    let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
-    let results = ResultStore::new(pool);
-    let codec = docflow_runtime::codec(&config.registry)?;
-    let producer = docflow_runtime::producer::idempotent_producer(
-        &config.kafka,
-        &format!("docflow-{}", config.group),
-    )?;
-    Ok(Thumbnails {
-        renderer,
-        blobs,
-        results,
-        codec,
-        producer,
-        processed_topic: config.processed_topic.clone(),
-        produce_timeout: config.produce_timeout,
-        metrics: StageMetrics::new(registry)?,
-    })
 }
 
 /// Runs the stage until `shutdown`, then drains in-flight documents and commits.
@@ -149,30 +68,9 @@ pub async fn run_until(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
-    let handler = Arc::new(build(&config, &registry).await?);
-    if let Err(e) = ensure_topics(
-        &config.kafka,
-        &[TopicSpec::new(config.processed_topic.clone(), 6)],
-        Duration::from_secs(30),
-    )
-    .await
-    {
-        tracing::warn!(error = %e, topic = %config.processed_topic, "could not create the results topic; it must exist");
-    }
-    let spec = ConsumerSpec {
-        group_id: config.group.clone(),
-        topics: vec![config.topic.clone()],
-        client_id: format!("docflow-{}", config.group),
-    };
-    docflow_runtime::run_service(
-        &config.kafka,
-        &config.consumer,
-        spec,
-        handler,
-        registry,
-        shutdown,
-    )
-    .await?;
+    let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
+    let stage = Thumbnails::new(renderer, &registry)?;
+    docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
     Ok(())
 }
 
