@@ -8,13 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use docflow_bench::{Api, paced, percentiles, report_head};
-use docflow_embedded::{Broker, EmbeddedRegistry, unique_name};
+use docflow_bench::{paced, percentiles, report_head};
 use docflow_events::{DocUploaded, EventCodec, document_id};
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_runtime::producer::idempotent_producer;
-use docflow_store::scratch::ScratchDb;
-use rdkafka::producer::FutureRecord;
+use docflow_runtime::producer::{idempotent_producer, send_event};
+use docflow_runtime::trace::TraceContext;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -50,22 +47,15 @@ fn document(i: usize, kib: usize) -> Vec<u8> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let broker = Broker::start().await.context("broker")?;
-    let reg_db = ScratchDb::sqlite()?;
-    let registry = EmbeddedRegistry::start(&reg_db.url).await?;
-    let db = ScratchDb::sqlite()?;
-    let objects = std::env::temp_dir().join(unique_name("bench-objects"));
-    let topic = unique_name("bench-uploaded");
-    ensure_topics(
-        &broker.kafka_args(),
-        &[TopicSpec::new(&topic, 12)],
-        Duration::from_secs(30),
-    )
-    .await?;
+    let stack = docflow_bench::stack()
+        .start()
+        .await
+        .context("starting the stack")?;
+    let topic = stack.topics.uploaded.clone();
 
     // Bare produce-and-ack of the event a request produces.
-    let codec = EventCodec::from_url(&registry.url(), Duration::from_secs(5))?;
-    let producer = idempotent_producer(&broker.kafka_args(), "bench-bare")?;
+    let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(5))?;
+    let producer = idempotent_producer(&stack.kafka(), "bench-bare")?;
     let template = DocUploaded {
         document_id: String::new(),
         tenant_id: "bench".into(),
@@ -77,51 +67,36 @@ async fn main() -> anyhow::Result<()> {
         producer_version: "bench".into(),
     };
     let codec = std::sync::Arc::new(codec);
-    // Warm-up (not measured): schema registration, producer metadata, connections.
-    for i in 0..20 {
-        let mut ev = template.clone();
-        ev.document_id = document_id(format!("warm {i}").as_bytes());
-        let payload = codec.encode(&ev).await?;
-        producer
-            .send(
-                FutureRecord::to(&topic)
-                    .key(&ev.document_id)
-                    .payload(&payload),
-                Duration::from_secs(10),
-            )
-            .await
-            .map_err(|(e, _)| e)?;
-    }
-    let bare = paced(args.requests, args.rate, |i| {
+    // What a request must wait for: the same `send_event` ingest uses (encode through the
+    // registry, traceparent header, produce, ack).
+    let bare_send = move |name: String| {
         let (producer, codec, topic) = (producer.clone(), codec.clone(), topic.clone());
         let mut ev = template.clone();
-        ev.document_id = document_id(format!("bare {i}").as_bytes());
+        ev.document_id = document_id(name.as_bytes());
         async move {
-            let payload = codec.encode(&ev).await?;
-            producer
-                .send(
-                    FutureRecord::to(&topic)
-                        .key(&ev.document_id)
-                        .payload(&payload),
-                    Duration::from_secs(10),
-                )
-                .await
-                .map_err(|(e, _)| e)?;
+            let trace = TraceContext::new_root();
+            let timeout = Duration::from_secs(10);
+            send_event(
+                &producer,
+                &codec,
+                &topic,
+                &ev.document_id,
+                &ev,
+                &trace,
+                timeout,
+            )
+            .await?;
             Ok(())
         }
-    })
-    .await?;
+    };
+    // Warm-up (not measured): schema registration, producer metadata, connections.
+    for i in 0..20 {
+        bare_send(format!("warm {i}")).await?;
+    }
+    let bare = paced(args.requests, args.rate, |i| bare_send(format!("bare {i}"))).await?;
 
     // The API.
-    let server = Api::start_local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        &db.url,
-        &objects,
-        &topic,
-    )
-    .await?;
-    let base = format!("{}/v1/documents", server.base);
+    let base = format!("{}/v1/documents", stack.ingest_url());
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
     let docs = std::sync::Arc::new(docs);
@@ -148,8 +123,7 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await?;
-    server.stop().await?;
-    let _ = std::fs::remove_dir_all(&objects);
+    stack.stop().await?;
 
     let (b50, b99, bmax) = percentiles(bare);
     let (a50, a99, amax) = percentiles(api);
@@ -170,7 +144,7 @@ async fn main() -> anyhow::Result<()> {
     writeln!(md, "| path | p50 | p99 | max |\n|---|---|---|---|")?;
     writeln!(
         md,
-        "| bare: encode `doc.uploaded` + produce, wait for ack | {b50:.1} ms | {b99:.1} ms | {bmax:.1} ms |"
+        "| bare: `send_event` (encode `doc.uploaded`, produce, wait for ack) | {b50:.1} ms | {b99:.1} ms | {bmax:.1} ms |"
     )?;
     writeln!(
         md,
@@ -183,6 +157,5 @@ async fn main() -> anyhow::Result<()> {
         a99 / b99
     )?;
     docflow_bench::write_report(&args.out, &md)?;
-    registry.stop().await;
     Ok(())
 }

@@ -47,57 +47,16 @@ pub fn report_head(title: &str, bin: &str, setup: &str) -> String {
     )
 }
 
-/// An ingest API served on a free loopback port for the length of a benchmark.
-#[derive(Debug)]
-pub struct Api {
-    /// `http://127.0.0.1:PORT`.
-    pub base: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
 /// The token every benchmark uploads with (tenant `bench`).
 pub const TOKEN: &str = "bench-token";
 
-impl Api {
-    /// An API on the given broker, registry, database and object store that produces to
-    /// `topic` and accepts [`TOKEN`].
-    pub async fn start_local(
-        bootstrap_servers: &str,
-        registry_url: &str,
-        database_url: &str,
-        objects: &std::path::Path,
-        topic: &str,
-    ) -> anyhow::Result<Self> {
-        let mut config = docflow_ingest::Config::local(
-            bootstrap_servers,
-            registry_url,
-            database_url,
-            objects,
-            &[(TOKEN, "bench")],
-        )?;
-        config.topic = topic.to_owned();
-        Self::start(&config).await
-    }
-
-    /// Builds the API from `config` and serves it.
-    pub async fn start(config: &docflow_ingest::Config) -> anyhow::Result<Self> {
-        let state = docflow_ingest::build_state(config).await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(docflow_ingest::serve(state, listener, async move {
-            let _ = stopped.await;
-        }));
-        Ok(Api { base, stop, task })
-    }
-
-    /// Graceful shutdown: in-flight requests finish, the producer is flushed.
-    pub async fn stop(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(());
-        self.task.await??;
-        Ok(())
-    }
+/// The stack a benchmark measures: SQLite result store (the reports say so), ingest
+/// accepting [`TOKEN`] for tenant `bench`.
+pub fn stack() -> docflow_embedded::StackBuilder {
+    docflow_embedded::Stack::builder()
+        .sqlite()
+        .token(TOKEN, "bench")
+        .ingest()
 }
 
 /// Writes the report `md` to `out` (creating its directory) and says so.

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use docflow_config::{ConsumerArgs, KafkaArgs};
-use docflow_embedded::{Broker, unique_name};
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_embedded::{Stack, unique_name};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::idempotent_producer;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
@@ -120,7 +119,13 @@ struct Noop {
 }
 
 impl Handler for Noop {
-    async fn handle(&self, _record: &Record) -> Result<(), HandlerError> {
+    type Input = ();
+
+    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(&self, _record: &Record, (): &()) -> Result<(), HandlerError> {
         self.done.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -141,7 +146,13 @@ fn service_of(payload: &[u8]) -> Duration {
 }
 
 impl Handler for Sleeper {
-    async fn handle(&self, record: &Record) -> Result<(), HandlerError> {
+    type Input = ();
+
+    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(&self, record: &Record, (): &()) -> Result<(), HandlerError> {
         let payload = record.payload.as_deref().unwrap_or_default();
         tokio::time::sleep(service_of(payload)).await;
         let ts = record.timestamp_ms.unwrap_or_else(now_ms);
@@ -163,6 +174,7 @@ async fn run_runtime<H: Handler>(
         group_id: unique_name("bench"),
         topics: vec![topic.to_owned()],
         client_id: "bench".into(),
+        producer: None,
     };
     let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -279,19 +291,15 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let broker = Broker::start()
+    let stack = Stack::builder()
+        .sqlite()
+        .start()
         .await
         .context("starting the embedded broker")?;
-    let kafka = broker.kafka_args();
+    let kafka = stack.kafka();
 
     // 1. Throughput.
-    let topic = unique_name("bench-throughput");
-    ensure_topics(
-        &kafka,
-        &[TopicSpec::new(&topic, args.partitions)],
-        Duration::from_secs(30),
-    )
-    .await?;
+    let topic = stack.topic("bench-throughput", args.partitions).await?;
     produce_bulk(&kafka, &topic, args.records).await?;
     let (k, t, parts, n) = (kafka.clone(), topic.clone(), args.partitions, args.records);
     let bare = tokio::task::spawn_blocking(move || bare_consume(&k, &t, parts, n)).await??;
@@ -313,13 +321,7 @@ async fn main() -> anyhow::Result<()> {
     // 2. Latency of the heavy-tailed mix.
     let mut latency_rows = Vec::new();
     for mode in ["pooled", "strict"] {
-        let topic = unique_name("bench-latency");
-        ensure_topics(
-            &kafka,
-            &[TopicSpec::new(&topic, args.partitions)],
-            Duration::from_secs(30),
-        )
-        .await?;
+        let topic = stack.topic("bench-latency", args.partitions).await?;
         let producing = {
             let (k, t) = (kafka.clone(), topic.clone());
             let (n, rate) = (args.latency_records, args.rate);

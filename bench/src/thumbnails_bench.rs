@@ -6,14 +6,12 @@
 
 use std::fmt::Write as _;
 use std::io::Cursor;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use docflow_bench::{Api, paced, percentiles, report_head};
-use docflow_embedded::{Broker, EmbeddedRegistry, pdfium_library, unique_name};
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_store::scratch::ScratchDb;
+use docflow_bench::{paced, percentiles, report_head};
+use docflow_embedded::pdfium_library;
 use docflow_thumbnails::Renderer;
 use image::{DynamicImage, ImageFormat, RgbImage};
 
@@ -105,42 +103,15 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // 2. End to end through the stack.
-    let broker = Broker::start().await.context("broker")?;
-    let reg_db = ScratchDb::sqlite()?;
-    let registry = EmbeddedRegistry::start(&reg_db.url).await?;
-    let db = ScratchDb::sqlite()?;
-    let objects = std::env::temp_dir().join(unique_name("bench-objects"));
-    let (uploaded, processed) = (unique_name("uploaded"), unique_name("processed"));
-    ensure_topics(
-        &broker.kafka_args(),
-        &[TopicSpec::new(&uploaded, 12), TopicSpec::new(&processed, 6)],
-        Duration::from_secs(30),
-    )
-    .await?;
-    let api = Api::start_local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        &db.url,
-        &objects,
-        &uploaded,
-    )
-    .await?;
-    let base = format!("{}/v1/documents?wait=30s", api.base);
-    let mut stage = docflow_thumbnails::Config::local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        &db.url,
-        &objects,
-        &pdfium_library(),
-    )?;
-    stage.group = unique_name("thumbnails");
-    stage.topic = uploaded.clone();
-    stage.processed_topic = processed;
-    stage.consumer.workers = args.workers;
-    let (stop_stage, stage_stopped) = tokio::sync::oneshot::channel::<()>();
-    let stage_task = tokio::spawn(docflow_thumbnails::run_until(stage, async move {
-        let _ = stage_stopped.await;
-    }));
+    let mut stack = docflow_bench::stack()
+        .start()
+        .await
+        .context("starting the stack")?;
+    let workers = args.workers;
+    stack
+        .start_thumbnails_with(|stage| stage.stage.consumer.workers = workers)
+        .await?;
+    let base = format!("{}/v1/documents?wait=30s", stack.ingest_url());
 
     // Unique documents: the sample PDF with a comment after %%EOF.
     let report = sample("report-q3.pdf")?;
@@ -191,11 +162,7 @@ async fn main() -> anyhow::Result<()> {
         post(http.clone(), base.clone(), docs[i].clone())
     })
     .await?;
-    api.stop().await?;
-    let _ = stop_stage.send(());
-    stage_task.await??;
-    let _ = std::fs::remove_dir_all(&objects);
-    registry.stop().await;
+    stack.stop().await?;
     let (e50, e99, emax) = percentiles(e2e);
     println!("end to end: p50 {e50:.1} ms p99 {e99:.1} ms");
     let inner = pipeline.lock().map(|v| v.clone()).unwrap_or_default();

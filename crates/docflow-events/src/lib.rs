@@ -39,6 +39,39 @@ pub mod topics {
     /// Stage results.
     pub const DOC_PROCESSED: &str = "doc.processed";
 
+    /// Partitions of `doc.uploaded`: the ceiling of consumer replicas per group.
+    pub const DOC_UPLOADED_PARTITIONS: i32 = 12;
+    /// Partitions of `doc.processed`.
+    pub const DOC_PROCESSED_PARTITIONS: i32 = 6;
+
+    /// A topic of the pipeline and its partition count.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct TopicDef {
+        /// Topic name.
+        pub name: &'static str,
+        /// Partitions: the ceiling of consumer replicas per group.
+        pub partitions: i32,
+    }
+
+    /// Every topic of the pipeline, in one table: `docflow topics create`, the stack harness,
+    /// the benchmarks and the stages' own `ensure_topics` read it (and infra/ later).
+    /// Dead-letter topics (`<topic>.dlq.<group>`, one partition) are created by the runtime.
+    pub const TABLE: &[TopicDef] = &[
+        TopicDef {
+            name: DOC_UPLOADED,
+            partitions: DOC_UPLOADED_PARTITIONS,
+        },
+        TopicDef {
+            name: DOC_PROCESSED,
+            partitions: DOC_PROCESSED_PARTITIONS,
+        },
+    ];
+
+    /// The partition count of pipeline topic `name` in [`TABLE`] (`None` for other topics).
+    pub fn partitions(name: &str) -> Option<i32> {
+        TABLE.iter().find(|t| t.name == name).map(|t| t.partitions)
+    }
+
     /// The dead-letter topic of `group` for records of `topic`: `<topic>.dlq.<group>`.
     pub fn dead_letter(topic: &str, group: &str) -> String {
         format!("{topic}.dlq.{group}")

@@ -91,7 +91,7 @@ enum TopicsCommand {
         #[command(flatten)]
         kafka: KafkaArgs,
         /// Partitions of doc.uploaded (the ceiling of consumer parallelism per group).
-        #[arg(long, default_value_t = topics::UPLOADED_PARTITIONS)]
+        #[arg(long, default_value_t = docflow_events::topics::DOC_UPLOADED_PARTITIONS)]
         uploaded_partitions: i32,
         /// Replication factor (3 in production).
         #[arg(long, default_value_t = 1)]

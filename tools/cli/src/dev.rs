@@ -11,20 +11,19 @@
 //! database and object store as well (`--state-dir`, default `.run`).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use docflow_embedded::{Broker, EmbeddedRegistry, Storage, free_port, unique_name};
+use docflow_embedded::{Stack, unique_name};
 use docflow_events::topics::DOC_PROCESSED;
 use docflow_events::{DocProcessed, EventCodec};
-use docflow_runtime::admin::ensure_topics;
 use futures::StreamExt;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 
-use crate::{schemas, topics};
+use crate::schemas;
 
 /// Options of `docflow dev`.
 #[derive(Debug, Args)]
@@ -62,58 +61,38 @@ const DEV_TOKEN: &str = "dev-token";
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    std::fs::create_dir_all(&args.state_dir)
-        .with_context(|| format!("creating {}", args.state_dir.display()))?;
-    let state = args.state_dir.canonicalize()?;
-    // A fresh broker (in memory) needs a fresh database and object store to match.
-    for stale in [
-        "docflow.db",
-        "docflow.db-wal",
-        "docflow.db-shm",
-        "ingest.db",
-    ] {
-        let _ = std::fs::remove_file(state.join(stale));
-    }
-    let _ = std::fs::remove_dir_all(state.join("objects"));
-
-    let port = match args.broker_port {
-        Some(p) => p,
-        None => free_port()?,
-    };
-    step(&format!("starting broker on 127.0.0.1:{port}"));
-    let broker = Broker::start_in(&state.join("broker"), port, Storage::Memory).await?;
-    let kafka = broker.kafka_args();
-
-    let registry_db = format!("sqlite://{}", state.join("registry.db").display());
-    let registry_addr = format!("127.0.0.1:{}", args.registry_port.unwrap_or(0)).parse()?;
-    let registry = EmbeddedRegistry::start_on(&registry_db, registry_addr).await?;
-    step(&format!("schema registry at {}", registry.url()));
-
-    step("creating topics");
-    ensure_topics(
-        &kafka,
-        &topics::specs(topics::UPLOADED_PARTITIONS, 1),
-        Duration::from_secs(30),
-    )
-    .await?;
+    step("starting broker, schema registry, topics, ingest API and the thumbnails stage");
+    // The broker keeps its log in memory, so the stack empties the state directory's
+    // database and object store to match.
+    let mut stack = Stack::builder()
+        .pipeline_names()
+        .state_dir(&args.state_dir)
+        .ports(args.broker_port, args.registry_port, args.ingest_port)
+        .token(DEV_TOKEN, &args.tenant)
+        .ingest()
+        .start()
+        .await?;
+    step(&format!("broker at {}", stack.broker.bootstrap_servers()));
+    step(&format!("schema registry at {}", stack.registry.url()));
+    step(&format!(
+        "topics {} and {}",
+        stack.topics.uploaded, stack.topics.processed
+    ));
 
     step("registering schemas");
-    let codec = EventCodec::from_url(&registry.url(), Duration::from_secs(10))?;
+    let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(10))?;
     schemas::register_all(&codec).await?;
-
-    let database = format!("sqlite://{}", state.join("docflow.db").display());
-    let ingest = start_ingest(&args, &state, &database, &broker, &registry).await?;
-    step(&format!("ingest API at {}", ingest.base));
-    let thumbnails = start_thumbnails(&state, &database, &broker, &registry)?;
+    step(&format!("ingest API at {}", stack.ingest_url()));
+    stack.start_thumbnails().await?;
     step("thumbnails stage started (group thumbnails)");
     step(&format!(
         "uploading samples from {} through POST /v1/documents?wait=30s",
         args.samples.display()
     ));
-    let uploaded = upload_samples(&args, &ingest).await?;
+    let uploaded = upload_samples(&args, stack.ingest_url()).await?;
 
     step("reading doc.processed back with a new consumer group");
-    read_back(&kafka, &codec, &uploaded).await?;
+    read_back(&stack.kafka(), &codec, &uploaded).await?;
 
     println!(
         "\nOK: {} documents uploaded, thumbnailed and announced on doc.processed in {:.1}s",
@@ -122,85 +101,22 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     );
     if args.keep_running {
         println!(
-            "\nstack is up (Ctrl-C to stop):\n  KAFKA_BOOTSTRAP_SERVERS={}\n  SCHEMA_REGISTRY_URL={}",
-            broker.bootstrap_servers(),
-            registry.url()
+            "\nstack is up (Ctrl-C to stop):\n  KAFKA_BOOTSTRAP_SERVERS={}\n  SCHEMA_REGISTRY_URL={}\n  ingest API: {}",
+            stack.broker.bootstrap_servers(),
+            stack.registry.url(),
+            stack.ingest_url()
         );
         let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = ingest.stop.send(());
-    let _ = ingest.task.await;
-    let _ = thumbnails.stop.send(());
-    thumbnails.task.await??;
-    registry.stop().await;
-    drop(broker);
+    stack.stop().await?;
     Ok(())
-}
-
-struct Ingest {
-    base: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-struct Stage {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-/// The thumbnails stage, on the same database and object store as ingest.
-fn start_thumbnails(
-    state: &Path,
-    database: &str,
-    broker: &Broker,
-    registry: &EmbeddedRegistry,
-) -> anyhow::Result<Stage> {
-    let config = docflow_thumbnails::Config::local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        database,
-        &state.join("objects"),
-        &docflow_embedded::pdfium_library(),
-    )?;
-    // Fail here, with the reason, rather than inside the stage's task.
-    docflow_thumbnails::Renderer::new(&config.pdfium_lib, config.max_px)?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(docflow_thumbnails::run_until(config, async move {
-        let _ = stopped.await;
-    }));
-    Ok(Stage { stop, task })
-}
-
-async fn start_ingest(
-    args: &DevArgs,
-    state: &Path,
-    database: &str,
-    broker: &Broker,
-    registry: &EmbeddedRegistry,
-) -> anyhow::Result<Ingest> {
-    let config = docflow_ingest::Config::local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        database,
-        &state.join("objects"),
-        &[(DEV_TOKEN, args.tenant.as_str())],
-    )?;
-    let app = docflow_ingest::build_state(&config).await?;
-    let listener =
-        tokio::net::TcpListener::bind(("127.0.0.1", args.ingest_port.unwrap_or(0))).await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(docflow_ingest::serve(app, listener, async move {
-        let _ = stopped.await;
-    }));
-    Ok(Ingest { base, stop, task })
 }
 
 fn step(msg: &str) {
     println!("==> {msg}");
 }
 
-async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<Uploaded>> {
+async fn upload_samples(args: &DevArgs, ingest: &str) -> anyhow::Result<Vec<Uploaded>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&args.samples)
         .with_context(|| format!("reading {}", args.samples.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -220,7 +136,7 @@ async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<U
         let bytes = std::fs::read(&path)?;
         let size = bytes.len();
         let resp = http
-            .post(format!("{}/v1/documents", ingest.base))
+            .post(format!("{}/v1/documents", ingest))
             .query(&[("filename", name.as_str()), ("wait", "30s")])
             .bearer_auth(DEV_TOKEN)
             .body(bytes)
@@ -240,7 +156,7 @@ async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<U
         let job: serde_json::Value = if status == reqwest::StatusCode::OK {
             body
         } else {
-            http.get(format!("{}/v1/jobs/{id}", ingest.base))
+            http.get(format!("{}/v1/jobs/{id}", ingest))
                 .bearer_auth(DEV_TOKEN)
                 .send()
                 .await?
@@ -272,7 +188,7 @@ async fn upload_samples(args: &DevArgs, ingest: &Ingest) -> anyhow::Result<Vec<U
             );
         }
         if let Some(url) = job["thumbnail_url"].as_str() {
-            println!("        thumbnail        {}{url}", ingest.base);
+            println!("        thumbnail        {}{url}", ingest);
         }
         out.push(Uploaded { name, id });
     }

@@ -1,21 +1,25 @@
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
-use docflow_events::topics::{DOC_PROCESSED, DOC_UPLOADED};
+use docflow_events::topics::{DOC_UPLOADED, TABLE};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
 
-/// Partitions of `doc.uploaded`: the ceiling of consumer replicas per group.
-pub(crate) const UPLOADED_PARTITIONS: i32 = 12;
-/// Partitions of `doc.processed`.
-pub(crate) const PROCESSED_PARTITIONS: i32 = 6;
-
-/// docflow's topics.
-pub(crate) fn specs(uploaded_partitions: i32, replication: i32) -> Vec<TopicSpec> {
-    let mut uploaded = TopicSpec::new(DOC_UPLOADED, uploaded_partitions);
-    let mut processed = TopicSpec::new(DOC_PROCESSED, PROCESSED_PARTITIONS);
-    uploaded.replication = replication;
-    processed.replication = replication;
-    vec![uploaded, processed]
+/// docflow's topics from the table in `docflow_events::topics`, with `doc.uploaded`'s
+/// partition count overridden.
+fn specs(uploaded_partitions: i32, replication: i32) -> Vec<TopicSpec> {
+    TABLE
+        .iter()
+        .map(|t| {
+            let partitions = if t.name == DOC_UPLOADED {
+                uploaded_partitions
+            } else {
+                t.partitions
+            };
+            let mut spec = TopicSpec::new(t.name, partitions);
+            spec.replication = replication;
+            spec
+        })
+        .collect()
 }
 
 pub(crate) async fn create(

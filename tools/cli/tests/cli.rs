@@ -103,49 +103,19 @@ fn schema_check_passes_on_the_contract_and_fails_on_a_break() {
 /// files print their job ids, a refused file makes the command fail with its reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_sends_files_through_the_api() {
-    let broker = docflow_embedded::Broker::start().await.unwrap();
+    // Ingest and the thumbnails stage (for `--wait`) on one stack.
+    let stack = docflow_embedded::Stack::builder()
+        .sqlite()
+        .partitions(2)
+        .token("t0k", "acme")
+        .ingest()
+        .thumbnails()
+        .start()
+        .await
+        .unwrap();
     let state = tempfile::tempdir().unwrap();
-    let registry = docflow_embedded::EmbeddedRegistry::start(&format!(
-        "sqlite://{}",
-        state.path().join("registry.db").display()
-    ))
-    .await
-    .unwrap();
-    let topic = docflow_embedded::unique_name("uploaded");
-    docflow_runtime::admin::ensure_topics(
-        &broker.kafka_args(),
-        &[docflow_runtime::admin::TopicSpec::new(&topic, 2)],
-        std::time::Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
-    let mut config = docflow_ingest::Config::local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        &format!("sqlite://{}", state.path().join("ingest.db").display()),
-        &state.path().join("objects"),
-        &[("t0k", "acme")],
-    )
-    .unwrap();
-    config.topic = topic.clone();
-    let app = docflow_ingest::build_state(&config).await.unwrap();
-    // The thumbnails stage on the same topic, database and object store, for `--wait`.
-    let mut stage = docflow_thumbnails::Config::local(
-        &broker.bootstrap_servers(),
-        &registry.url(),
-        &config.database.url,
-        &state.path().join("objects"),
-        &docflow_embedded::pdfium_library(),
-    )
-    .unwrap();
-    stage.topic = topic;
-    stage.group = docflow_embedded::unique_name("thumbnails");
-    stage.processed_topic = docflow_embedded::unique_name("processed");
-    tokio::spawn(docflow_thumbnails::run_until(stage, std::future::pending()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let url = stack.ingest_url().to_owned();
     let url2 = url.clone();
-    tokio::spawn(docflow_ingest::serve(app, listener, std::future::pending()));
 
     let samples = root().join("samples");
     let run = move |files: Vec<std::path::PathBuf>| {
@@ -202,7 +172,7 @@ async fn upload_sends_files_through_the_api() {
         "{stdout}"
     );
     // Tokens in the database: created by `docflow tokens`, accepted, then revoked.
-    let db_url = config.database.url.clone();
+    let db_url = stack.database_url.clone();
     let tokens = move |args: &[&str]| {
         let out = docflow()
             .arg("tokens")
@@ -245,4 +215,5 @@ async fn upload_sends_files_through_the_api() {
     assert_eq!(post(secret).await, reqwest::StatusCode::UNAUTHORIZED);
     let (ok, _) = tokens(&["revoke", &id]);
     assert!(!ok, "revoking twice fails");
+    stack.stop().await.unwrap();
 }

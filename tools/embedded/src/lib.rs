@@ -4,6 +4,9 @@
 //!   with memory or SQLite storage; ready once it answers Metadata; killed on drop.
 //! * [`EmbeddedRegistry`]: the docflow schema registry served in-process on port 0.
 //! * [`unique_name`]: random topic and group names, so tests never share state.
+//! * [`Stack`]: all of it together — broker, registry, database, topics, object store, ingest
+//!   and stages — the one harness every integration test, `docflow dev` and the benchmarks
+//!   start from.
 //!
 //! No test assumes a broker on 9092: every broker here gets its own port.
 
@@ -20,6 +23,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+mod stack;
+
+pub use stack::{KeyValue, Stack, StackBuilder, Topics};
 
 /// Environment variable naming the broker binary (overrides the search below).
 pub const BROKER_BIN_ENV: &str = "DOCFLOW_BROKER_BIN";
@@ -52,6 +59,39 @@ pub enum EmbeddedError {
     /// The registry failed to start.
     #[error("schema registry: {0}")]
     Registry(#[from] RegistryError),
+    /// A scratch database could not be made or dropped.
+    #[error("database: {0}")]
+    Store(#[from] docflow_store::StoreError),
+    /// Declaring the stack's topics failed.
+    #[error("topics: {0}")]
+    Runtime(#[from] docflow_runtime::RuntimeError),
+    /// A service's configuration was refused.
+    #[error("configuration: {0}")]
+    Config(#[from] clap::Error),
+    /// A service of the stack failed to start or stopped with an error.
+    #[error("{name}: {source}")]
+    Service {
+        /// The service.
+        name: &'static str,
+        /// Its error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A Kafka request of the harness failed.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        /// What was being done.
+        context: &'static str,
+        /// librdkafka's error.
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+    /// Something the harness waited for did not happen in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// A blocking task of the harness panicked.
+    #[error("harness task: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> EmbeddedError {

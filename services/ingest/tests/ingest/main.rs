@@ -5,26 +5,33 @@
 
 use std::time::Duration;
 
-use docflow_embedded::{Broker, EmbeddedRegistry, Storage, unique_name};
+use docflow_embedded::{Storage, unique_name};
 use docflow_events::{DocUploaded, EventCodec, document_id};
-use docflow_ingest::Config;
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_store::scratch::ScratchDb;
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+/// The stack harness with ingest (small limits) and two tenants' tokens.
 struct Stack {
-    broker: Broker,
-    registry: EmbeddedRegistry,
-    db: ScratchDb,
-    _objects: std::path::PathBuf,
-    topic: String,
+    stack: docflow_embedded::Stack,
     base: String,
+    topic: String,
     http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::ops::Deref for Stack {
+    type Target = docflow_embedded::Stack;
+    fn deref(&self) -> &Self::Target {
+        &self.stack
+    }
+}
+
+impl std::ops::DerefMut for Stack {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.stack
+    }
 }
 
 const ALICE: &str = "tok-alice";
@@ -32,48 +39,24 @@ const BOB: &str = "tok-bob";
 
 impl Stack {
     async fn start(storage: Storage) -> Self {
-        let broker = Broker::start_with(storage).await.unwrap();
-        let reg_db = ScratchDb::sqlite().unwrap();
-        let registry = EmbeddedRegistry::start(&reg_db.url).await.unwrap();
-        std::mem::forget(reg_db); // lives as long as the test process
-        let db = ScratchDb::from_env().await.unwrap();
-        let topic = unique_name("uploaded");
-        ensure_topics(
-            &broker.kafka_args(),
-            &[TopicSpec::new(&topic, 3)],
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
-        let objects = std::env::temp_dir().join(unique_name("objects"));
-        let mut config = Config::local(
-            &broker.bootstrap_servers(),
-            &registry.url(),
-            &db.url,
-            &objects,
-            &[(ALICE, "alice"), (BOB, "bob")],
-        )
-        .unwrap();
-        config.topic = topic.clone();
-        config.max_upload_bytes = 4096;
-        config.max_pages = 10;
-        config.produce_timeout = Duration::from_secs(3);
-        let state = docflow_ingest::build_state(&config).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(docflow_ingest::serve(state, listener, async move {
-            let _ = stopped.await;
-        }));
+        let stack = docflow_embedded::Stack::builder()
+            .storage(storage)
+            .partitions(3)
+            .token(ALICE, "alice")
+            .token(BOB, "bob")
+            .ingest_with(|config| {
+                config.max_upload_bytes = 4096;
+                config.max_pages = 10;
+                config.produce_timeout = Duration::from_secs(3);
+            })
+            .start()
+            .await
+            .unwrap();
         Stack {
-            broker,
-            registry,
-            db,
-            _objects: objects,
-            topic,
-            base,
+            base: stack.ingest_url().to_owned(),
+            topic: stack.topics.uploaded.clone(),
+            stack,
             http: reqwest::Client::new(),
-            stop: Some(stop),
         }
     }
 
@@ -125,13 +108,8 @@ impl Stack {
             .sum()
     }
 
-    async fn finish(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = std::fs::remove_dir_all(&self._objects);
-        self.registry.stop().await;
-        self.db.drop_now().await.unwrap();
+    async fn finish(self) {
+        self.stack.stop().await.unwrap();
     }
 }
 
@@ -438,7 +416,8 @@ async fn multipart_wait_and_stage_reports() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
 
     // A stage reports through the result store: the job shows it, with its text and summary.
-    let store = docflow_store::ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
+    let store =
+        docflow_store::ResultStore::new(docflow_store::open(&s.database_url, 2).await.unwrap());
     store
         .record(&docflow_store::StageRun {
             tenant_id: "alice".into(),
@@ -525,7 +504,7 @@ async fn shutdown_cuts_a_wait_short_with_the_job_id() {
         (r.status(), r.json::<Value>().await.unwrap())
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let _ = s.stop.take().unwrap().send(());
+    assert!(s.signal_shutdown("ingest"));
     let (status, body) = waiting.await.unwrap();
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["status"], "accepted");

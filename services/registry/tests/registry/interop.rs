@@ -7,48 +7,41 @@ use std::time::Duration;
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value as Avro;
-use docflow_embedded::{Broker, unique_name};
+use docflow_embedded::{Stack, unique_name};
 use docflow_events::EventCodec;
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_runtime::producer::idempotent_producer;
+use docflow_runtime::producer::{idempotent_producer, send_event};
+use docflow_runtime::trace::TraceContext;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::producer::FutureRecord;
 
 use crate::codec::sample_uploaded;
-use crate::support::Harness;
 
 #[tokio::test]
 async fn produced_records_decode_with_a_plain_confluent_consumer() {
-    let broker = Broker::start().await.unwrap();
-    let kafka = broker.kafka_args();
-    let h = Harness::start(docflow_store::scratch::ScratchDb::sqlite().unwrap()).await;
-    let codec = EventCodec::from_url(&h.registry.url(), Duration::from_secs(5)).unwrap();
+    let stack = Stack::builder().partitions(3).start().await.unwrap();
+    let kafka = stack.kafka();
+    let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(5)).unwrap();
 
     // docflow writes doc.uploaded events, but to a random topic name for isolation.
-    let topic = unique_name("interop");
-    ensure_topics(
-        &kafka,
-        &[TopicSpec::new(&topic, 3)],
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let topic = stack.topics.uploaded.clone();
     let producer = idempotent_producer(&kafka, "interop-test").unwrap();
     let mut sent = HashSet::new();
     for i in 0..20u32 {
+        // Exactly what ingest and the stages produce.
         let ev = sample_uploaded(format!("doc {i}").as_bytes());
-        let payload = codec.encode(&ev).await.unwrap();
-        producer
-            .send(
-                FutureRecord::to(&topic)
-                    .key(&ev.document_id)
-                    .payload(&payload),
-                Duration::from_secs(10),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
+        let trace = TraceContext::new_root();
+        let timeout = Duration::from_secs(10);
+        send_event(
+            &producer,
+            &codec,
+            &topic,
+            &ev.document_id,
+            &ev,
+            &trace,
+            timeout,
+        )
+        .await
+        .unwrap();
         sent.insert(ev.document_id);
     }
 
@@ -73,7 +66,7 @@ async fn produced_records_decode_with_a_plain_confluent_consumer() {
         assert_eq!(payload[0], 0, "magic byte");
         let id = u32::from_be_bytes(payload[1..5].try_into().unwrap());
         let body: serde_json::Value = http
-            .get(format!("{}/schemas/ids/{id}", h.registry.url()))
+            .get(format!("{}/schemas/ids/{id}", stack.registry.url()))
             .send()
             .await
             .unwrap()
@@ -102,5 +95,5 @@ async fn produced_records_decode_with_a_plain_confluent_consumer() {
         seen.insert(doc_id);
     }
     assert_eq!(seen, sent);
-    h.finish().await;
+    stack.stop().await.unwrap();
 }

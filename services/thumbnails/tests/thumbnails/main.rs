@@ -6,57 +6,38 @@
 
 use std::time::Duration;
 
-use docflow_embedded::{Broker, EmbeddedRegistry, Storage, pdfium_library, unique_name};
+use docflow_embedded::pdfium_library;
 use docflow_events::stages::THUMBNAILS;
 use docflow_events::{DocProcessed, EventCodec, Outcome, document_id, idempotency_key, topics};
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_store::scratch::ScratchDb;
 use docflow_store::{ResultStore, StageStatus};
-use rdkafka::Message;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use reqwest::StatusCode;
 use serde_json::Value;
 
 const TOKEN: &str = "tok-alice";
 
+/// The stack harness with ingest (tenant `alice`) and, unless asked otherwise, the
+/// thumbnails stage in process.
 struct Stack {
-    broker: Broker,
-    registry: EmbeddedRegistry,
-    db: ScratchDb,
-    objects: std::path::PathBuf,
+    stack: docflow_embedded::Stack,
     uploaded: String,
     processed: String,
     group: String,
     base: String,
     http: reqwest::Client,
-    stops: Vec<tokio::sync::oneshot::Sender<()>>,
-    stage: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl std::ops::Deref for Stack {
+    type Target = docflow_embedded::Stack;
+    fn deref(&self) -> &Self::Target {
+        &self.stack
+    }
 }
 
 impl Stack {
     /// Broker, registry, database, ingest API and the thumbnails stage in process.
     async fn start() -> Self {
         let mut s = Self::start_without_stage().await;
-        let mut config = docflow_thumbnails::Config::local(
-            &s.broker.bootstrap_servers(),
-            &s.registry.url(),
-            &s.db.url,
-            &s.objects,
-            &pdfium_library(),
-        )
-        .unwrap();
-        config.group = s.group.clone();
-        config.topic = s.uploaded.clone();
-        config.processed_topic = s.processed.clone();
-        let (stop_stage, stage_stopped) = tokio::sync::oneshot::channel::<()>();
-        s.stage = Some(tokio::spawn(docflow_thumbnails::run_until(
-            config,
-            async move {
-                let _ = stage_stopped.await;
-            },
-        )));
-        s.stops.push(stop_stage);
+        s.stack.start_thumbnails().await.unwrap();
         s
     }
 
@@ -66,52 +47,20 @@ impl Stack {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let broker = Broker::start_with(Storage::Memory).await.unwrap();
-        let reg_db = ScratchDb::sqlite().unwrap();
-        let registry = EmbeddedRegistry::start(&reg_db.url).await.unwrap();
-        std::mem::forget(reg_db); // lives as long as the test process
-        let db = ScratchDb::from_env().await.unwrap();
-        let uploaded = unique_name("uploaded");
-        let processed = unique_name("processed");
-        ensure_topics(
-            &broker.kafka_args(),
-            &[TopicSpec::new(&uploaded, 3), TopicSpec::new(&processed, 3)],
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
-        let objects = std::env::temp_dir().join(unique_name("objects"));
-
-        let mut ingest = docflow_ingest::Config::local(
-            &broker.bootstrap_servers(),
-            &registry.url(),
-            &db.url,
-            &objects,
-            &[(TOKEN, "alice")],
-        )
-        .unwrap();
-        ingest.topic = uploaded.clone();
-        let state = docflow_ingest::build_state(&ingest).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop_ingest, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(docflow_ingest::serve(state, listener, async move {
-            let _ = stopped.await;
-        }));
-
-        let group = unique_name("thumbnails");
+        let stack = docflow_embedded::Stack::builder()
+            .partitions(3)
+            .token(TOKEN, "alice")
+            .ingest()
+            .start()
+            .await
+            .unwrap();
         Stack {
-            broker,
-            registry,
-            db,
-            objects,
-            uploaded,
-            processed,
-            group,
-            base,
+            uploaded: stack.topics.uploaded.clone(),
+            processed: stack.topics.processed.clone(),
+            group: stack.group(THUMBNAILS),
+            base: stack.ingest_url().to_owned(),
+            stack,
             http: reqwest::Client::new(),
-            stops: vec![stop_ingest],
-            stage: None,
         }
     }
 
@@ -138,104 +87,36 @@ impl Stack {
 
     /// Every record of `topic` (all partitions), read from the beginning.
     async fn records(&self, topic: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let (kafka, topic) = (self.broker.kafka_args(), topic.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let c: BaseConsumer = kafka
-                .client_config("check")
-                .set("group.id", unique_name("check"))
-                .set("enable.auto.commit", "false")
-                .create()
-                .unwrap();
-            let meta = c
-                .fetch_metadata(Some(&topic), Duration::from_secs(10))
-                .unwrap();
-            let parts = meta.topics()[0].partitions().len() as i32;
-            let mut end = 0;
-            let mut tpl = TopicPartitionList::new();
-            for p in 0..parts {
-                let (lo, hi) = c
-                    .fetch_watermarks(&topic, p, Duration::from_secs(10))
-                    .unwrap();
-                end += hi - lo;
-                tpl.add_partition_offset(&topic, p, Offset::Beginning)
-                    .unwrap();
-            }
-            c.assign(&tpl).unwrap();
-            let mut out = Vec::new();
-            while out.len() < end as usize {
-                if let Some(m) = c.poll(Duration::from_secs(1)) {
-                    let m = m.unwrap();
-                    out.push((
-                        m.key().unwrap_or_default().to_vec(),
-                        m.payload().unwrap_or_default().to_vec(),
-                    ));
-                }
-            }
-            out
-        })
-        .await
-        .unwrap()
+        self.stack.records(topic).await.unwrap()
     }
 
     /// Waits until the stage's group has committed `n` records of the upload topic.
-    // Runs on a blocking thread, so sleeping between polls is fine.
-    #[allow(clippy::disallowed_methods)]
     async fn committed(&self, n: i64) {
-        let (kafka, topic, group) = (
-            self.broker.kafka_args(),
-            self.uploaded.clone(),
-            self.group.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            let c: BaseConsumer = kafka
-                .client_config("committed")
-                .set("group.id", &group)
-                .create()
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self
+                .stack
+                .committed(&self.group, &self.uploaded)
+                .await
                 .unwrap();
-            let mut tpl = TopicPartitionList::new();
-            for p in 0..3 {
-                tpl.add_partition(&topic, p);
+            if got >= n {
+                return;
             }
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            loop {
-                let got: i64 = c
-                    .committed_offsets(tpl.clone(), Duration::from_secs(10))
-                    .unwrap()
-                    .elements()
-                    .iter()
-                    .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0))
-                    .sum();
-                if got >= n {
-                    return;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "group committed {got} of {n}"
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-        .await
-        .unwrap();
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "group committed {got} of {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// The stage as a real process (`docflow-thumbnails`), two workers.
     fn spawn_stage_process(&self) -> std::process::Child {
         std::process::Command::new(env!("CARGO_BIN_EXE_docflow-thumbnails"))
-            .args([
-                "--kafka-bootstrap-servers",
-                &self.broker.bootstrap_servers(),
-            ])
-            .args(["--schema-registry-url", &self.registry.url()])
-            .args(["--database-url", &self.db.url])
-            .arg("--object-dir")
-            .arg(&self.objects)
+            .args(self.stage_flags(THUMBNAILS))
             .arg("--pdfium-lib")
             .arg(pdfium_library())
-            .args(["--group", &self.group])
-            .args(["--topic", &self.uploaded])
-            .args(["--processed-topic", &self.processed])
-            .args(["--metrics-listen", "127.0.0.1:0", "--workers", "2"])
+            .args(["--workers", "2"])
             .args(["--session-timeout", "6s"])
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
@@ -245,26 +126,14 @@ impl Stack {
 
     /// Polls `records(topic)` until it holds at least `n` records.
     async fn wait_records(&self, topic: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let got = self.records(topic).await;
-            if got.len() >= n || tokio::time::Instant::now() > deadline {
-                return got;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.stack
+            .wait_records(topic, n, Duration::from_secs(60))
+            .await
+            .unwrap()
     }
 
-    async fn finish(mut self) {
-        for s in self.stops.drain(..) {
-            let _ = s.send(());
-        }
-        if let Some(stage) = self.stage.take() {
-            stage.await.unwrap().unwrap();
-        }
-        let _ = std::fs::remove_dir_all(&self.objects);
-        self.registry.stop().await;
-        self.db.drop_now().await.unwrap();
+    async fn finish(self) {
+        self.stack.stop().await.unwrap();
     }
 }
 
@@ -337,7 +206,7 @@ async fn upload_renders_serves_and_announces_once() {
         (id.as_str(), "alice", THUMBNAILS)
     );
     assert_eq!(ev.outcome, Outcome::Ok);
-    let store = ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
+    let store = ResultStore::new(docflow_store::open(&s.database_url, 2).await.unwrap());
     let runs = store.latest_runs("alice", &id).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, StageStatus::Done);
@@ -430,7 +299,7 @@ async fn kill_9_mid_stream_loses_nothing_and_writes_nothing_twice() {
         let (status, body) = s.post("", png).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
-    let store = ResultStore::new(docflow_store::open(&s.db.url, 2).await.unwrap());
+    let store = ResultStore::new(docflow_store::open(&s.database_url, 2).await.unwrap());
     let done = |store: ResultStore, ids: std::collections::HashSet<String>| async move {
         let mut n = 0;
         for id in &ids {

@@ -4,19 +4,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
-use docflow_embedded::{Broker, free_port, unique_name};
-use docflow_runtime::admin::{TopicSpec, ensure_topics};
+use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_runtime::producer::idempotent_producer;
-use docflow_store::scratch::ScratchDb;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureRecord;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use sqlx::{AnyPool, Row};
 
-/// A broker, a database and a topic for one test.
+/// The stack harness (broker, database) with a topic of `partitions` for one test.
 pub struct Bed {
-    pub broker: Broker,
-    pub db: ScratchDb,
+    pub stack: Stack,
     pub pool: AnyPool,
     pub topic: String,
     pub group: String,
@@ -26,23 +23,16 @@ pub struct Bed {
 
 impl Bed {
     pub async fn new(partitions: i32) -> Self {
-        let broker = Broker::start().await.unwrap();
-        let db = ScratchDb::from_env().await.unwrap();
-        let pool = docflow_store::connect(&db.url, 4).await.unwrap();
-        let topic = unique_name("chaos");
+        let stack = Stack::builder().start().await.unwrap();
+        let pool = docflow_store::connect(&stack.database_url, 4)
+            .await
+            .unwrap();
+        let topic = stack.topic("chaos", partitions).await.unwrap();
         let group = unique_name("group");
-        ensure_topics(
-            &broker.kafka_args(),
-            &[TopicSpec::new(&topic, partitions)],
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
         let logs = std::env::temp_dir().join(unique_name("testbed-logs"));
         std::fs::create_dir_all(&logs).unwrap();
         Bed {
-            broker,
-            db,
+            stack,
             pool,
             topic,
             group,
@@ -52,7 +42,7 @@ impl Bed {
     }
 
     pub fn kafka(&self) -> KafkaArgs {
-        self.broker.kafka_args()
+        self.stack.kafka()
     }
 
     /// Produces `ids` as payloads (key = payload) to the topic.
@@ -82,9 +72,9 @@ impl Bed {
             "--group",
             &self.group,
             "--kafka-bootstrap-servers",
-            &self.broker.bootstrap_servers(),
+            &self.stack.broker.bootstrap_servers(),
             "--database-url",
-            &self.db.url,
+            &self.stack.database_url,
             "--database-max-connections",
             "4",
             "--metrics-listen",
@@ -211,7 +201,7 @@ impl Bed {
     pub async fn finish(self) {
         let _ = std::fs::remove_dir_all(&self.logs);
         self.pool.close().await;
-        self.db.drop_now().await.unwrap();
+        self.stack.stop().await.unwrap();
     }
 }
 
