@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -56,11 +57,13 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The tenant of the request's bearer token: a token of the configuration, else one in the
 /// database (`docflow tokens create`; revoked ones are refused).
 async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    // The scheme is case-insensitive (RFC 7235 §2.1): `bearer`, `BEARER` and `Bearer` alike.
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .filter(|t| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
     if let Some(tenant) = state.tokens.get(token) {
@@ -183,11 +186,14 @@ async fn read_multipart(req: Request, limit: u64) -> Result<Upload, ApiError> {
 
 async fn upload(
     State(state): Shared,
-    Query(q): Query<UploadQuery>,
+    query: Result<Query<UploadQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
+    // Who asks comes first: a bad query from an unknown client is a 401, not a 400.
     let tenant = tenant(&state, &headers).await?;
+    let Query(q) =
+        query.map_err(|e| ApiError::BadRequest(format!("query string: {}", e.body_text())))?;
     let wait = parse_wait(q.wait.as_deref(), state.max_wait)?;
     let limit = state.max_upload_bytes;
     let multipart = is_multipart(&headers);

@@ -294,6 +294,57 @@ async fn every_error_has_its_code() {
     s.finish().await;
 }
 
+/// Authentication comes before everything else a request carries, the bearer scheme is
+/// case-insensitive (RFC 7235), and a bad query string is a JSON 400 like every error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_first_case_insensitive_scheme_and_json_query_errors() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = pdf();
+
+    let (st, body, _) = s.post(None, "?reprocess=maybe", bytes.clone()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+        "no token and a bad query: the token is what is wrong first"
+    );
+    let (st, body, _) = s.post(Some(ALICE), "?reprocess=maybe", bytes.clone()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("reprocess"),
+        "{body}"
+    );
+
+    for scheme in ["bearer", "BEARER", "BeArEr"] {
+        let r = s
+            .http
+            .post(format!("{}/v1/documents", s.base))
+            .header("authorization", format!("{scheme} {ALICE}"))
+            .body(bytes.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::ACCEPTED, "scheme {scheme}");
+    }
+    let r = s
+        .http
+        .post(format!("{}/v1/documents", s.base))
+        .header("authorization", format!("Basic {ALICE}"))
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "another scheme is refused"
+    );
+    s.finish().await;
+}
+
 /// Broker down: 503 with Retry-After and a job record (no orphaned blob); broker back: the
 /// same upload goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
