@@ -31,6 +31,17 @@ pub enum RenderError {
     /// The image cannot be decoded (corrupt, over the decoder's memory limit).
     #[error("undecodable image: {0}")]
     Image(String),
+    /// The image's header announces more pixels than a document page can have; refused
+    /// before decoding anything.
+    #[error(
+        "image of {width} x {height} pixels is over the limits ({MAX_SIDE} pixels a side, {MAX_PIXELS} in all)"
+    )]
+    TooLarge {
+        /// Width from the header.
+        width: u32,
+        /// Height from the header.
+        height: u32,
+    },
 }
 
 /// A rendered thumbnail.
@@ -58,6 +69,12 @@ static PDFIUM: OnceLock<Pdfium> = OnceLock::new();
 
 /// Largest decoded image accepted (decompression bombs are refused, not rendered).
 const MAX_DECODE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Longest image side accepted, pixels (an A0 page scanned at 600 dpi is ~20,000 x 28,000).
+pub const MAX_SIDE: u32 = 30_000;
+
+/// Most pixels of an image accepted (an A3 page at 600 dpi is ~70 million).
+pub const MAX_PIXELS: u64 = 100_000_000;
 
 impl Renderer {
     /// Loads pdfium from `library` (once per process) and renders into `max_px` squares.
@@ -138,9 +155,22 @@ impl Renderer {
         ) {
             return Err(RenderError::Unsupported);
         }
+        // The cost of a decode is bounded by its header, checked before any pixel is read:
+        // a 1 x 500,000,000 grey PNG is a few hundred kilobytes and half a gigabyte decoded.
+        let (width, height) = ImageReader::with_format(Cursor::new(bytes), format)
+            .into_dimensions()
+            .map_err(|e| RenderError::Image(e.to_string()))?;
+        if width > MAX_SIDE
+            || height > MAX_SIDE
+            || u64::from(width) * u64::from(height) > MAX_PIXELS
+        {
+            return Err(RenderError::TooLarge { width, height });
+        }
         let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
         let mut limits = Limits::default();
         limits.max_alloc = Some(MAX_DECODE_BYTES);
+        limits.max_image_width = Some(MAX_SIDE);
+        limits.max_image_height = Some(MAX_SIDE);
         reader.limits(limits);
         reader
             .decode()
@@ -169,6 +199,54 @@ mod tests {
 
     fn decode(png: &[u8]) -> DynamicImage {
         image::load_from_memory_with_format(png, ImageFormat::Png).unwrap()
+    }
+
+    /// A PNG that is only a signature and a header announcing `width` x `height` grey
+    /// pixels: enough for any reader to learn the size, nothing to decode.
+    fn png_header(width: u32, height: u32) -> Vec<u8> {
+        fn crc32(data: &[u8]) -> u32 {
+            let mut c = 0xFFFF_FFFFu32;
+            for &b in data {
+                c ^= u32::from(b);
+                for _ in 0..8 {
+                    c = if c & 1 == 1 {
+                        (c >> 1) ^ 0xEDB8_8320
+                    } else {
+                        c >> 1
+                    };
+                }
+            }
+            !c
+        }
+        let mut header = width.to_be_bytes().to_vec();
+        header.extend_from_slice(&height.to_be_bytes());
+        header.extend_from_slice(&[8, 0, 0, 0, 0]); // 8-bit grey, no interlace
+        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        // Readers learn the size from IHDR but read on to the first IDAT: an empty one.
+        for (kind, data) in [(&b"IHDR"[..], &header[..]), (b"IDAT", &[]), (b"IEND", &[])] {
+            let mut chunk = kind.to_vec();
+            chunk.extend_from_slice(data);
+            out.extend_from_slice(&u32::try_from(data.len()).unwrap().to_be_bytes());
+            out.extend_from_slice(&chunk);
+            out.extend_from_slice(&crc32(&chunk).to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn oversized_images_are_refused_from_their_header() {
+        let r = renderer();
+        for (w, h) in [(1, 500_000_000), (40_000, 10), (12_000, 12_000)] {
+            let err = r.render(&png_header(w, h)).unwrap_err();
+            assert!(
+                matches!(err, RenderError::TooLarge { width, height } if (width, height) == (w, h)),
+                "{w}x{h}: {err}"
+            );
+        }
+        // Within the limits the header alone passes the check and the decoder reports the
+        // missing data.
+        let err = r.render(&png_header(100, 100)).unwrap_err();
+        assert!(matches!(err, RenderError::Image(_)), "{err}");
     }
 
     #[test]

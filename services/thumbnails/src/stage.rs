@@ -77,6 +77,7 @@ impl Stage for Thumbnails {
                     RenderError::Unsupported => "unsupported_type",
                     RenderError::Library { .. } => "pdfium",
                     RenderError::Pdf(_) | RenderError::Image(_) => "unrenderable",
+                    RenderError::TooLarge { .. } => "over_limits",
                 };
                 return Err(HandlerError::permanent(class, e));
             }
