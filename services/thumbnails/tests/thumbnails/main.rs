@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use docflow_embedded::pdfium_library;
 use docflow_events::stages::THUMBNAILS;
-use docflow_events::{DocProcessed, EventCodec, Outcome, document_id, idempotency_key, topics};
+use docflow_events::{
+    DocProcessed, DocUploaded, EventCodec, Outcome, document_id, idempotency_key, topics,
+};
+use docflow_runtime::producer::{idempotent_producer, send_event};
+use docflow_runtime::trace::TraceContext;
 use docflow_store::{ResultStore, StageStatus};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -275,6 +279,80 @@ async fn unrenderable_document_is_dead_lettered_and_reported() {
     let (status, job) = s.post("?wait=30s", sample("invoice-acme.pdf")).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!(job["pipeline"], "done");
+    s.finish().await;
+}
+
+/// Events from other producers are handled on the same terms as ingest's, so a forged one
+/// cannot cross tenants: an event for tenant `mallory` that points at `alice`'s blob is
+/// dead-lettered as `tenant_mismatch` (recorded under mallory, never `done`), and the
+/// partition moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_event_for_another_tenants_blob_is_dead_lettered() {
+    let s = Stack::start().await;
+    let bytes = sample("invoice-acme.pdf");
+    let id = document_id(&bytes);
+    let (status, job) = s.post("?wait=30s", bytes.clone()).await;
+    assert_eq!(
+        (status, job["pipeline"].as_str()),
+        (StatusCode::OK, Some("done")),
+        "{job}"
+    );
+
+    let blobs = docflow_store::Blobs::open(&s.objects).unwrap();
+    let forged = DocUploaded {
+        document_id: id.clone(),
+        tenant_id: "mallory".into(),
+        object_uri: blobs.uri(&docflow_store::Blobs::key(["alice", &id])),
+        content_type: "application/pdf".into(),
+        size_bytes: bytes.len() as i64,
+        original_file_name: None,
+        uploaded_at: 0,
+        producer_version: "mallory/1".into(),
+    };
+    let codec = EventCodec::from_url(&s.registry.url(), Duration::from_secs(5)).unwrap();
+    let producer = idempotent_producer(&s.kafka(), "forger").unwrap();
+    send_event(
+        &producer,
+        &codec,
+        &s.uploaded,
+        &id,
+        &forged,
+        &TraceContext::new_root(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+
+    let dlq = s
+        .wait_records(&topics::dead_letter(&s.uploaded, &s.group), 1)
+        .await;
+    assert_eq!(dlq.len(), 1);
+    let store = ResultStore::new(docflow_store::open(&s.database_url, 2).await.unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let run = loop {
+        if let Some(run) = store.get("mallory", &id, THUMBNAILS, 1).await.unwrap() {
+            break run;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no run recorded for mallory"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run.status, StageStatus::DeadLettered);
+    assert!(
+        run.error.as_deref().unwrap().contains("tenant_mismatch"),
+        "{run:?}"
+    );
+    assert_eq!(run.result_ref, None);
+
+    // The partition moved on.
+    let (status, job) = s.post("?wait=30s", sample("report-q3.pdf")).await;
+    assert_eq!(
+        (status, job["pipeline"].as_str()),
+        (StatusCode::OK, Some("done")),
+        "{job}"
+    );
     s.finish().await;
 }
 
