@@ -175,6 +175,7 @@ async fn run_runtime<H: Handler>(
         topics: vec![topic.to_owned()],
         client_id: "bench".into(),
         producer: None,
+        ledger: None,
     };
     let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

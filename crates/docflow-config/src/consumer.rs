@@ -23,6 +23,17 @@ pub struct ConsumerArgs {
     )]
     pub max_attempts: u32,
 
+    /// Deliveries of one record that may end with the process dying (no outcome recorded)
+    /// before the next delivery dead-letters it without running the handler (class
+    /// `crash_loop`); 0 turns crash counting off. Needs a delivery ledger (the stages use
+    /// the result store).
+    #[arg(
+        long = "max-crash-deliveries",
+        env = "DOCFLOW_MAX_CRASH_DELIVERIES",
+        default_value_t = 3
+    )]
+    pub max_crash_deliveries: u32,
+
     /// First retry delay; doubles per attempt, with jitter.
     #[arg(
         long = "retry-backoff",
@@ -104,6 +115,7 @@ impl Default for ConsumerArgs {
             workers: 4,
             buffer: 4,
             max_attempts: 5,
+            max_crash_deliveries: 3,
             retry_backoff: Duration::from_millis(200),
             retry_backoff_max: Duration::from_secs(30),
             per_key_ordering: false,

@@ -48,6 +48,8 @@ pub mod class {
     pub const DATABASE: &str = "database";
     /// Producing an output event failed.
     pub const PRODUCE: &str = "produce";
+    /// The delivery ledger could not record a delivery (retried).
+    pub const LEDGER: &str = "ledger";
 }
 
 /// Why a handler failed.

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod consumer;
 pub mod dlq;
 pub mod handler;
+pub mod ledger;
 pub mod metrics;
 pub mod producer;
 pub mod retry;
@@ -18,6 +19,7 @@ pub mod trace;
 
 pub use consumer::{ConsumerSpec, run, run_service};
 pub use handler::{Handler, HandlerError, Record};
+pub use ledger::{DeliveryKey, DeliveryLedger};
 pub use metrics::{ConsumerMetrics, Health};
 
 /// The registry client of a service, from its shared `RegistryArgs` block (URL, basic auth,

@@ -10,16 +10,17 @@ use docflow_runtime::handler::class::{DATABASE, EMPTY, PRODUCE};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, idempotent_producer, send_event};
 use docflow_runtime::{ConsumerSpec, Handler, HandlerError, Record};
-use docflow_store::{Blobs, ResultStore, StageRun, StageStatus, StoreError};
+use docflow_store::{Blobs, Deliveries, ResultStore, StageRun, StageStatus, StoreError};
 use rdkafka::producer::FutureProducer;
 
-use crate::{Document, Stage, StageArgs, StageError, class};
+use crate::{Document, Stage, StageArgs, StageError, StoreLedger, class};
 
 /// [`Stage`] `S` as a consumer-runtime [`Handler`]: the common steps around its work.
 pub struct StageHandler<S> {
     stage: S,
     blobs: Blobs,
     results: ResultStore,
+    deliveries: Deliveries,
     codec: EventCodec,
     producer: FutureProducer,
     processed_topic: String,
@@ -49,6 +50,7 @@ impl<S: Stage> StageHandler<S> {
         Ok(StageHandler {
             stage,
             blobs,
+            deliveries: Deliveries::new(pool.clone()),
             results: ResultStore::new(pool),
             codec: docflow_runtime::codec(&args.registry)?,
             producer: idempotent_producer(&args.kafka, &client_id::<S>(args))?,
@@ -269,6 +271,7 @@ pub async fn run_until<S: Stage>(
     }
     let mut spec = ConsumerSpec::new(args.group_of(S::NAME), vec![args.topic.clone()]);
     spec.producer = Some(handler.producer.clone());
+    spec.ledger = Some(Arc::new(StoreLedger(handler.deliveries.clone())));
     docflow_runtime::run_service(
         &args.kafka,
         &args.consumer,

@@ -18,7 +18,9 @@
 //! A permanent error (or the last transient one) is dead-lettered by the runtime; once the
 //! dead-letter topic acknowledged it, the layer records a `dead_lettered` run from the event
 //! it already decoded and announces it (`outcome = DEAD_LETTERED`). One producer serves the
-//! process: results and dead letters.
+//! process: results and dead letters. Deliveries are counted in the result store
+//! ([`StoreLedger`]), so a document that keeps taking the process down is dead-lettered
+//! (`crash_loop`) after `--max-crash-deliveries` instead of stalling its partition.
 //!
 //! Events from other producers than ingest are a supported use: the layer accepts any
 //! decodable `doc.uploaded` whose object lies in this stack's store under the event's tenant
@@ -38,9 +40,11 @@ use docflow_runtime::HandlerError;
 
 mod args;
 mod layer;
+mod ledger;
 
 pub use args::StageArgs;
 pub use layer::{StageHandler, run_until};
+pub use ledger::StoreLedger;
 
 /// Error classes the layer assigns (the `docflow.dlq.error.class` of its dead letters).
 pub mod class {

@@ -12,12 +12,14 @@ use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 
 pub mod blobs;
+pub mod deliveries;
 pub mod jobs;
 pub mod results;
 pub mod scratch;
 pub mod tokens;
 
 pub use blobs::{BlobError, Blobs};
+pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use results::{ResultStore, StageRun, StageStatus};
 pub use tokens::{TokenInfo, Tokens};

@@ -3,7 +3,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, TelemetryArgs};
+use docflow_runtime::handler::class;
 use docflow_runtime::{ConsumerSpec, Handler, HandlerError, Record};
+use docflow_stage::StoreLedger;
+use docflow_store::Deliveries;
 use sqlx::AnyPool;
 
 /// Command line of `docflow-testbed`.
@@ -37,6 +40,9 @@ pub(crate) struct Config {
     /// Transient failures of a flaky record before it succeeds.
     #[arg(long, default_value_t = 2)]
     flaky_failures: u32,
+    /// Payloads starting with this abort the whole process (a native crash, the OOM killer).
+    #[arg(long, default_value = "crash")]
+    crash_prefix: String,
     #[command(flatten)]
     kafka: KafkaArgs,
     #[command(flatten)]
@@ -55,6 +61,7 @@ struct Synthetic {
     poison: String,
     flaky: String,
     flaky_failures: u32,
+    crash: String,
     pid: i64,
 }
 
@@ -67,6 +74,10 @@ impl Handler for Synthetic {
     }
 
     async fn handle(&self, record: &Record, id: &String) -> Result<(), HandlerError> {
+        if id.starts_with(&self.crash) {
+            tracing::error!(%id, "crash record: aborting the process");
+            std::process::abort();
+        }
         if id.starts_with(&self.poison) {
             return Err(HandlerError::permanent(
                 "poison",
@@ -92,7 +103,7 @@ impl Handler for Synthetic {
         .bind(self.pid)
         .execute(&self.pool)
         .await
-        .map_err(|e| HandlerError::transient("database", e))?
+        .map_err(|e| HandlerError::transient(class::DATABASE, e))?
         .rows_affected();
         if inserted == 0 {
             sqlx::query(
@@ -102,7 +113,7 @@ impl Handler for Synthetic {
             .bind(id)
             .execute(&self.pool)
             .await
-            .map_err(|e| HandlerError::transient("database", e))?;
+            .map_err(|e| HandlerError::transient(class::DATABASE, e))?;
         }
         Ok(())
     }
@@ -125,17 +136,19 @@ pub(crate) async fn prepare(pool: &AnyPool) -> Result<(), sqlx::Error> {
 }
 
 pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
-    let pool =
-        docflow_store::connect(&config.database.url, config.database.max_connections).await?;
+    // The docflow database (migrated: its `deliveries` table is the crash-counting ledger)
+    // plus the testbed's own tables.
+    let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
     prepare(&pool).await?;
     let handler = Arc::new(Synthetic {
-        pool,
+        pool: pool.clone(),
         work: Duration::from_millis(config.work_ms),
         slow: Duration::from_millis(config.slow_ms),
         slow_percent: config.slow_percent,
         poison: config.poison_prefix.clone(),
         flaky: config.flaky_prefix.clone(),
         flaky_failures: config.flaky_failures,
+        crash: config.crash_prefix.clone(),
         pid: i64::from(std::process::id()),
     });
     let registry = prometheus::Registry::new();
@@ -144,6 +157,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         topics: vec![config.topic.clone()],
         client_id: "docflow-testbed".into(),
         producer: None,
+        ledger: Some(Arc::new(StoreLedger(Deliveries::new(pool.clone())))),
     };
     docflow_runtime::run_service(
         &config.kafka,

@@ -52,6 +52,7 @@ use crate::RuntimeError;
 use crate::admin::{TopicSpec, ensure_topics};
 use crate::dlq;
 use crate::handler::{Handler, Record};
+use crate::ledger::DeliveryLedger;
 use crate::metrics::{ConsumerMetrics, Health};
 use crate::producer::idempotent_producer;
 use crate::retry::RetryPolicy;
@@ -71,6 +72,9 @@ pub struct ConsumerSpec {
     /// The process's producer, shared for dead letters (a stage passes the one it announces
     /// results with, so a process runs one producer); `None`: the runtime builds its own.
     pub producer: Option<FutureProducer>,
+    /// Where deliveries are counted, so a record that keeps taking the process down is
+    /// dead-lettered (see [`crate::ledger`]); `None`: no crash counting.
+    pub ledger: Option<Arc<dyn DeliveryLedger>>,
 }
 
 impl ConsumerSpec {
@@ -82,6 +86,7 @@ impl ConsumerSpec {
             group_id,
             topics,
             producer: None,
+            ledger: None,
         }
     }
 }
@@ -93,6 +98,7 @@ impl std::fmt::Debug for ConsumerSpec {
             .field("topics", &self.topics)
             .field("client_id", &self.client_id)
             .field("shared_producer", &self.producer.is_some())
+            .field("ledger", &self.ledger.is_some())
             .finish()
     }
 }
@@ -139,6 +145,8 @@ struct Shared<H> {
     cancel: CancellationToken,
     done_tx: Sender<Completion>,
     runtime: tokio::runtime::Handle,
+    /// Crash counting, with the deliveries after which a record is dead-lettered unrun.
+    ledger: Option<(Arc<dyn DeliveryLedger>, u32)>,
 }
 
 /// A service replica: [`run`] plus its admin endpoint (`/metrics` with the consumer metrics
@@ -214,6 +222,11 @@ pub async fn run<H: Handler>(
         cancel: CancellationToken::new(),
         done_tx,
         runtime: tokio::runtime::Handle::current(),
+        ledger: spec
+            .ledger
+            .clone()
+            .filter(|_| args.max_crash_deliveries > 0)
+            .map(|l| (l, args.max_crash_deliveries)),
     });
     let ctx = Ctx::new(
         State::new(

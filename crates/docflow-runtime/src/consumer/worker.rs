@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::handler::{Handler, HandlerError, Record};
+use crate::handler::{Handler, HandlerError, Record, class};
+use crate::ledger::{CRASH_LOOP, DeliveryKey};
 use crate::metrics::outcome;
 
 use super::dead_letter::dead_letter;
@@ -25,7 +26,13 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
         messaging.kafka.consumer.group = %s.group,
         trace_id = %record.trace.trace_id_hex(),
     );
-    let outcome = process(&s, &mut record).instrument(span).await;
+    let mut claimed = false;
+    let outcome = process(&s, &mut record, &mut claimed)
+        .instrument(span)
+        .await;
+    if claimed {
+        release(&s, &record, outcome).await;
+    }
     let done = Completion {
         tp: (record.topic, record.partition),
         offset: record.offset,
@@ -37,10 +44,19 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
     let _ = s.done_tx.send(done);
 }
 
+/// What the ledger says about a delivery.
+enum Claim {
+    /// Run the handler.
+    Run,
+    /// The process died with this record `n - 1` times: dead-letter it unrun.
+    CrashLoop(u32),
+}
+
 /// Decode, then handle until done or out of transient retries; a record that fails for good
 /// goes to the dead-letter topic. Holds a worker slot only while decoding and handling, so
-/// records waiting out a retry delay do not hold up others.
-async fn process<H: Handler>(s: &Shared<H>, record: &mut Record) -> Outcome {
+/// records waiting out a retry delay do not hold up others. With a ledger, the delivery is
+/// recorded (`claimed`) before anything runs.
+async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut bool) -> Outcome {
     let group = s.group.as_str();
     // Decoded once per delivery: retries and the dead-letter hook reuse it.
     let mut input: Option<H::Input> = None;
@@ -53,11 +69,18 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record) -> Outcome {
             return abandoned(s);
         };
         let started = Instant::now();
-        let result = match &input {
-            Some(i) => s.handler.handle(record, i).await,
-            None => match s.handler.decode(record).await {
-                Ok(i) => s.handler.handle(record, input.insert(i)).await,
-                Err(e) => Err(e),
+        let result = match claim(s, record, claimed).await {
+            Err(e) => Err(e),
+            Ok(Claim::CrashLoop(n)) => {
+                drop(permit);
+                return crash_loop(s, record, n).await;
+            }
+            Ok(Claim::Run) => match &input {
+                Some(i) => s.handler.handle(record, i).await,
+                None => match s.handler.decode(record).await {
+                    Ok(i) => s.handler.handle(record, input.insert(i)).await,
+                    Err(e) => Err(e),
+                },
             },
         };
         drop(permit);
@@ -90,6 +113,73 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record) -> Outcome {
             }
             Err(e) => return dead_letter(s, record, input.as_ref(), &e).await,
         }
+    }
+}
+
+fn key_of<H>(s: &Shared<H>, record: &Record) -> DeliveryKey {
+    DeliveryKey {
+        group: s.group.clone(),
+        topic: record.topic.clone(),
+        partition: record.partition,
+        offset: record.offset,
+    }
+}
+
+/// Records this delivery in the ledger once (a ledger failure is transient: retried).
+async fn claim<H>(
+    s: &Shared<H>,
+    record: &Record,
+    claimed: &mut bool,
+) -> Result<Claim, HandlerError> {
+    let Some((ledger, max)) = &s.ledger else {
+        return Ok(Claim::Run);
+    };
+    if *claimed {
+        return Ok(Claim::Run);
+    }
+    let n = ledger
+        .claim(&key_of(s, record))
+        .await
+        .map_err(|e| HandlerError::transient(class::LEDGER, e))?;
+    *claimed = true;
+    Ok(if n > *max {
+        Claim::CrashLoop(n)
+    } else {
+        Claim::Run
+    })
+}
+
+/// Dead-letters a record whose earlier deliveries took the process down, without handling
+/// it; it is decoded (docflow's own bounded decoder) only so the dead-letter hook can
+/// record the outcome.
+async fn crash_loop<H: Handler>(s: &Shared<H>, record: &Record, n: u32) -> Outcome {
+    let input = s.handler.decode(record).await.ok();
+    let error = HandlerError::permanent(
+        CRASH_LOOP,
+        format!(
+            "delivered {n} times: the process died with this record in hand {} times; \
+             dead-lettered without running the handler",
+            n - 1
+        ),
+    );
+    tracing::error!(
+        offset = record.offset,
+        partition = record.partition,
+        deliveries = n,
+        "crash loop"
+    );
+    dead_letter(s, record, input.as_ref(), &error).await
+}
+
+/// Tells the ledger how the delivery ended (best effort: a stale entry only counts against
+/// a record that is never delivered again).
+async fn release<H>(s: &Shared<H>, record: &Record, outcome: Outcome) {
+    if let Some((ledger, _)) = &s.ledger
+        && let Err(e) = ledger
+            .release(&key_of(s, record), outcome == Outcome::Done)
+            .await
+    {
+        tracing::warn!(error = %e, offset = record.offset, "releasing the delivery claim failed");
     }
 }
 

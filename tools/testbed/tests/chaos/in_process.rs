@@ -91,6 +91,7 @@ async fn run_scrambled(per_key: bool) -> (Arc<Scrambler>, Bed) {
         topics: vec![bed.topic.clone()],
         client_id: "in-process".into(),
         producer: None,
+        ledger: None,
     };
     let registry = prometheus::Registry::new();
     let metrics = ConsumerMetrics::new(&registry).unwrap();

@@ -275,3 +275,63 @@ async fn poison_records_are_dead_lettered_once_with_headers() {
     );
     bed.finish().await;
 }
+
+/// A record that takes its whole process down (here an abort; in production a native
+/// library the OOM killer ends) is redelivered after every restart. Deliveries are recorded
+/// before the handler runs, so after `--max-crash-deliveries` deaths the next delivery
+/// dead-letters it as `crash_loop` without running it; the records behind it on the
+/// partition are processed and the replica stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_kills_its_process_is_dead_lettered_after_max_crash_deliveries() {
+    let bed = Bed::new(1).await;
+    let mut all = ids("ok-", 20);
+    all.insert(10, "crash-0010".to_owned());
+    bed.produce(&all).await;
+    let args = [
+        "--workers",
+        "1",
+        "--work-ms",
+        "1",
+        "--max-crash-deliveries",
+        "3",
+    ];
+    let mut deaths = 0;
+    let mut r = bed.spawn("crash-0", &args);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while bed.rows().await < 20 {
+        if r.exited() {
+            deaths += 1;
+            assert!(deaths <= 3, "died {deaths} times\n{}", bed.logs_tail());
+            r = bed.spawn(&format!("crash-{deaths}"), &args);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of 20 rows after {deaths} deaths\n{}",
+            bed.rows().await,
+            bed.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        deaths, 3,
+        "dead-lettered on the delivery after the third death"
+    );
+
+    let dead = bed.dead_letters().await;
+    assert_eq!(
+        dead,
+        vec![(
+            "crash-0010".to_owned(),
+            docflow_runtime::ledger::CRASH_LOOP.to_owned()
+        )],
+        "dead-lettered once, as a crash loop"
+    );
+
+    // The replica that dead-lettered it is healthy and stays up.
+    r.wait_ready().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!r.exited(), "{}", bed.logs_tail());
+    assert!(r.terminate());
+    assert_eq!(bed.committed(), bed.log_end(), "the partition moved on");
+    bed.finish().await;
+}

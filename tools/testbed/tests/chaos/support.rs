@@ -6,7 +6,9 @@ use std::time::Duration;
 use docflow_config::KafkaArgs;
 use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_runtime::producer::idempotent_producer;
+use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers;
 use rdkafka::producer::FutureRecord;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use sqlx::{AnyPool, Row};
@@ -96,6 +98,48 @@ impl Bed {
             metrics_port,
             name: name.to_owned(),
         }
+    }
+
+    /// Every record of the group's dead-letter topic: (value, error class header). Read by
+    /// assignment (no group to leave), from the beginning to the log end.
+    pub async fn dead_letters(&self) -> Vec<(String, String)> {
+        let kafka = self.kafka();
+        let dlq = docflow_runtime::dlq::topic_for(&self.topic, &self.group);
+        tokio::task::spawn_blocking(move || {
+            let c: BaseConsumer = kafka
+                .client_config("dlq-reader")
+                .set("group.id", unique_name("dlq-reader"))
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            let (lo, hi) = c
+                .fetch_watermarks(&dlq, 0, Duration::from_secs(10))
+                .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&dlq, 0, Offset::Beginning)
+                .unwrap();
+            c.assign(&tpl).unwrap();
+            let mut out = Vec::new();
+            while (out.len() as i64) < hi - lo {
+                if let Some(m) = c.poll(Duration::from_secs(1)) {
+                    let m = m.unwrap();
+                    let class = m
+                        .headers()
+                        .and_then(|h| {
+                            h.iter()
+                                .find(|h| h.key == docflow_runtime::dlq::headers::ERROR_CLASS)
+                                .and_then(|h| h.value)
+                                .map(|v| String::from_utf8_lossy(v).into_owned())
+                        })
+                        .unwrap_or_default();
+                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
+                    out.push((value.into_owned(), class));
+                }
+            }
+            out
+        })
+        .await
+        .unwrap()
     }
 
     pub async fn rows(&self) -> i64 {
@@ -217,6 +261,13 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// Whether the process has exited (crashed) on its own.
+    pub fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_some())
+    }
+
     /// SIGKILL: no drain, no commit.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
