@@ -106,11 +106,6 @@ impl HandlerError {
             }
         }
     }
-
-    /// Whether the record itself is bad (no retry helps).
-    pub fn is_permanent(&self) -> bool {
-        matches!(self, HandlerError::Permanent { .. })
-    }
 }
 
 impl From<docflow_events::CodecError> for HandlerError {

@@ -59,11 +59,6 @@ impl<S: Stage> StageHandler<S> {
         })
     }
 
-    /// The stage.
-    pub fn stage(&self) -> &S {
-        &self.stage
-    }
-
     fn run_for(&self, event: &DocUploaded, record: &Record, status: StageStatus) -> StageRun {
         StageRun {
             tenant_id: event.tenant_id.clone(),

@@ -14,6 +14,20 @@ use crate::render::{RenderError, Renderer};
 /// replayed documents then get new rows and new keys instead of being skipped as done.
 pub const STAGE_VERSION: i32 = 1;
 
+/// The DLQ error classes of this stage (besides the layer's and the runtime's).
+pub mod class {
+    /// The PDF or image is corrupt, encrypted or has no pages.
+    pub const UNRENDERABLE: &str = "unrenderable";
+    /// Not a PDF, PNG, JPEG or TIFF.
+    pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
+    /// libpdfium could not be used.
+    pub const PDFIUM: &str = "pdfium";
+    /// The image's header announces more pixels than a page can have.
+    pub const OVER_LIMITS: &str = "over_limits";
+    /// The renderer panicked.
+    pub const RENDER_PANIC: &str = "render_panic";
+}
+
 /// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
 #[derive(Debug, Clone)]
 pub struct StageMetrics {
@@ -64,7 +78,7 @@ impl Stage for Thumbnails {
         let clock = std::time::Instant::now();
         let rendered = tokio::task::spawn_blocking(move || renderer.render(&bytes))
             .await
-            .map_err(|e| HandlerError::permanent("render_panic", e))?;
+            .map_err(|e| HandlerError::permanent(class::RENDER_PANIC, e))?;
         let elapsed = clock.elapsed().as_secs_f64();
         let thumb = match rendered {
             Ok(t) => t,
@@ -74,10 +88,10 @@ impl Stage for Thumbnails {
                     .with_label_values(&["unrenderable"])
                     .observe(elapsed);
                 let class = match e {
-                    RenderError::Unsupported => "unsupported_type",
-                    RenderError::Library { .. } => "pdfium",
-                    RenderError::Pdf(_) | RenderError::Image(_) => "unrenderable",
-                    RenderError::TooLarge { .. } => "over_limits",
+                    RenderError::Unsupported => class::UNSUPPORTED_TYPE,
+                    RenderError::Library { .. } => class::PDFIUM,
+                    RenderError::Pdf(_) | RenderError::Image(_) => class::UNRENDERABLE,
+                    RenderError::TooLarge { .. } => class::OVER_LIMITS,
                 };
                 return Err(HandlerError::permanent(class, e));
             }

@@ -417,6 +417,12 @@ impl EmbeddedRegistry {
 
     /// Stops serving and waits for in-flight requests.
     pub async fn stop(mut self) {
+        self.shut_down().await;
+    }
+
+    /// Stops serving and waits for in-flight requests, leaving the handle in place (for
+    /// owners that cannot move it out, like [`Stack`]).
+    pub async fn shut_down(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -99,7 +99,7 @@ impl StackBuilder {
 
     /// The pipeline's own topic names (`doc.uploaded`, `doc.processed`) and groups named
     /// after their stages, instead of random ones: for a stack that is the only user of its
-    /// broker (`docflow dev`, benchmarks).
+    /// broker (`docflow dev`).
     pub fn pipeline_names(mut self) -> Self {
         self.pipeline_names = true;
         self
@@ -113,8 +113,9 @@ impl StackBuilder {
     }
 
     /// Keep the database, the registry database, the object store and the broker's files in
-    /// `dir` (emptied first: the broker starts empty, so must the rest) instead of temporary
-    /// places; the database is the SQLite file `dir/docflow.db`.
+    /// `dir` instead of temporary places; the database is the SQLite file `dir/docflow.db`.
+    /// The result database and the object store are emptied first (the broker starts
+    /// empty, so must they); the registry database is kept (its schema ids stay stable).
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_dir = Some(dir.into());
         self
@@ -378,7 +379,7 @@ impl Stack {
     }
 
     /// Runs `service` in process until the stack stops (its future gets the shutdown signal).
-    pub fn spawn<F, Fut, E>(&mut self, name: &'static str, service: F)
+    fn spawn<F, Fut, E>(&mut self, name: &'static str, service: F)
     where
         F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -520,7 +521,9 @@ impl Stack {
     }
 
     /// Stops the services (ingest first, then the stages, each draining), the registry and
-    /// the broker, and drops the scratch databases. A service that failed is reported.
+    /// the broker, and drops the scratch databases (PostgreSQL schemas are dropped only
+    /// here; dropping a stack without `stop` removes its files but leaves those). The first
+    /// failure is reported after everything was stopped.
     pub async fn stop(mut self) -> Result<(), EmbeddedError> {
         let mut failed = None;
         for mut s in std::mem::take(&mut self.services) {
@@ -531,28 +534,34 @@ impl Stack {
                 Ok(r) => r,
                 Err(e) => Err(e.into()),
             };
-            if let Err(source) = result
-                && failed.is_none()
-            {
-                failed = Some(EmbeddedError::Service {
+            if let Err(source) = result {
+                failed.get_or_insert(EmbeddedError::Service {
                     name: s.name,
                     source,
                 });
             }
         }
+        self.registry.shut_down().await;
+        let _ = self.broker.kill().await;
         for db in std::mem::take(&mut self.scratch) {
-            db.drop_now().await?;
+            if let Err(e) = db.drop_now().await {
+                failed.get_or_insert(e.into());
+            }
         }
         failed.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Stack {
+    /// Without [`Stack::stop`] (a failing test): nothing may outlive the stack, so the
+    /// services are aborted rather than drained; the broker and the files go with their own
+    /// handles.
     fn drop(&mut self) {
         for s in &mut self.services {
             if let Some(stop) = s.stop.take() {
                 let _ = stop.send(());
             }
+            s.task.abort();
         }
     }
 }

@@ -242,7 +242,8 @@ async fn unrenderable_document_is_dead_lettered_and_reported() {
     let (status, job) = s.post("?wait=30s", bad).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!(job["pipeline"], "failed");
-    // `failed` is recorded before the dead-letter write, `dead_lettered` after its ack.
+    // The stage layer records the run once the dead-letter write is acknowledged
+    // (`dead_lettered`); the loop tolerates a `failed` row before it.
     let mut job = job;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while job["stages"][0]["status"] != "dead_lettered" {
