@@ -21,7 +21,7 @@ tools: ## Install the embedded broker (Nisshi) and libpdfium into the cache; lin
 	@./scripts/install-pdfium.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@$(CARGO) build --quiet -p docflow-cli
+	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 test: tools ## Run every test: unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
@@ -34,6 +34,7 @@ endif
 bench: tools ## Run the benchmarks (release build) and write bench/results/*.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin runtime-bench -- --out bench/results/runtime.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
+	$(CARGO) build --release --quiet -p docflow-thumbnails
 	$(CARGO) run --release --quiet -p docflow-bench --bin thumbnails-bench -- --out bench/results/thumbnails.md
 
 schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones

@@ -39,6 +39,7 @@ use docflow_events::DocUploaded;
 use docflow_runtime::HandlerError;
 
 mod args;
+pub mod isolate;
 mod layer;
 mod ledger;
 

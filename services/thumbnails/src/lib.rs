@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use docflow_config::TelemetryArgs;
 use docflow_stage::StageArgs;
+use docflow_stage::isolate::{IsolationArgs, WorkerInvocation, WorkerPool};
 
 pub mod render;
 pub mod stage;
@@ -43,6 +44,10 @@ pub struct Config {
     #[command(flatten)]
     pub stage: StageArgs,
 
+    /// Limits of the render worker processes (memory, CPU time, wall-clock time).
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
+
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -68,9 +73,52 @@ pub async fn run_until(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
-    let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
-    let stage = Thumbnails::new(renderer, &registry)?;
+    let worker_args = vec![
+        "--pdfium-lib".to_owned(),
+        config.pdfium_lib.display().to_string(),
+        "--max-px".to_owned(),
+        config.max_px.to_string(),
+    ];
+    let pool = WorkerPool::new(config.isolation.clone(), worker_args)?;
+    // Fail at start, with the worker's reason (no pdfium, a bad --worker-exe), rather than on
+    // every document; this also warms one worker.
+    pool.run(&probe_png()?)
+        .await
+        .map_err(|e| anyhow::anyhow!("the render worker does not work: {e}"))?;
+    let stage = Thumbnails::new(pool, &registry)?;
     docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
+    Ok(())
+}
+
+/// A 1 x 1 PNG: the start-up probe of the render workers.
+fn probe_png() -> anyhow::Result<Vec<u8>> {
+    let mut png = Vec::new();
+    image::DynamicImage::new_rgb8(1, 1)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
+    Ok(png)
+}
+
+/// What a render worker is started with (after the isolation arguments).
+#[derive(Debug, Parser)]
+#[command(no_binary_name = true)]
+struct WorkerConfig {
+    #[arg(long)]
+    pdfium_lib: PathBuf,
+    #[arg(long)]
+    max_px: u32,
+}
+
+/// The render worker: this binary started by the stage's [`WorkerPool`]. Loads pdfium,
+/// limits itself and renders documents from stdin until the stage closes it.
+pub fn serve_render_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
+    let config = WorkerConfig::try_parse_from(&worker.stage_args)?;
+    let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
+    worker.serve(|bytes| {
+        renderer
+            .render(bytes)
+            .map(|t| stage::encode(&t))
+            .map_err(|e| stage::refusal(&e))
+    })?;
     Ok(())
 }
 

@@ -1,10 +1,16 @@
-//! `docflow-thumbnails`: see the library docs.
+//! `docflow-thumbnails`: see the library docs. The same binary is the stage's render worker
+//! when the stage starts it as one.
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    if let Some(worker) = docflow_stage::isolate::WorkerInvocation::from_args() {
+        return docflow_thumbnails::serve_render_worker(worker);
+    }
     let config = docflow_thumbnails::Config::parse();
     config.telemetry.init()?;
-    docflow_thumbnails::run(config).await
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(docflow_thumbnails::run(config))
 }

@@ -122,6 +122,26 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// A binary of this workspace built next to the running program (tests run from
+/// `target/<profile>/deps`, tools from `target/<profile>`), e.g. `docflow-thumbnails`, whose
+/// stage starts its render workers from it.
+pub fn workspace_binary(name: &str) -> Result<PathBuf, EmbeddedError> {
+    let exe = std::env::current_exe().map_err(io("locating this program"))?;
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let bin = dir.join(name);
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(EmbeddedError::Io {
+            context: format!("{} (build it: cargo build -p {name})", bin.display()),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    }
+}
+
 /// `libpdfium.so` for the thumbnails stage: `$DOCFLOW_PDFIUM_LIB`, else the one `make tools`
 /// links at `.tools/lib/libpdfium.so` in the workspace.
 pub fn pdfium_library() -> PathBuf {

@@ -34,7 +34,10 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{Broker, EmbeddedError, EmbeddedRegistry, Storage, io, pdfium_library, unique_name};
+use crate::{
+    Broker, EmbeddedError, EmbeddedRegistry, Storage, io, pdfium_library, unique_name,
+    workspace_binary,
+};
 
 /// A record as read back: (key, value).
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -459,6 +462,8 @@ impl Stack {
     ) -> Result<(), EmbeddedError> {
         let mut config =
             docflow_thumbnails::Config::local(self.stage_args(THUMBNAILS)?, &pdfium_library())?;
+        // The stage runs in this process; its render workers are the real binary.
+        config.isolation.worker_exe = Some(workspace_binary("docflow-thumbnails")?);
         tweak(&mut config);
         // Fail here, with the reason, rather than inside the stage's task.
         docflow_thumbnails::Renderer::new(&config.pdfium_lib, config.max_px).map_err(|e| {

@@ -357,6 +357,85 @@ async fn a_forged_event_for_another_tenants_blob_is_dead_lettered() {
     s.finish().await;
 }
 
+/// A PDF of 634 bytes whose page draws a form XObject that draws itself twice: pdfium
+/// allocates until the process dies.
+fn self_referencing_pdf() -> Vec<u8> {
+    let stream = |dict: &str, content: &str| {
+        format!(
+            "<< {dict} /Length {} >>\nstream\n{content}\nendstream",
+            content.len()
+        )
+    };
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+         /Resources << /XObject << /X 4 0 R >> >> /Contents 5 0 R >>"
+            .to_owned(),
+        stream(
+            "/Type /XObject /Subtype /Form /BBox [0 0 612 792] \
+             /Resources << /XObject << /X 4 0 R >> >>",
+            "/X Do /X Do",
+        ),
+        stream("", "/X Do"),
+    ];
+    let mut out = b"%PDF-1.7\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{o}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+/// Rendering runs in worker processes with a memory limit: the self-referencing PDF kills
+/// one worker (not the stage), is dead-lettered as `memory_limit`, and the next document
+/// renders in a fresh worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_that_exhausts_memory_kills_only_its_worker() {
+    let mut s = Stack::start_without_stage().await;
+    s.stack
+        .start_thumbnails_with(|c| c.isolation.worker_memory = 256 << 20)
+        .await
+        .unwrap();
+    let bomb = self_referencing_pdf();
+    let started = std::time::Instant::now();
+    let (status, job) = s.post("?wait=60s", bomb).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "failed", "{job}");
+    let stage = &job["stages"][0];
+    assert_eq!(stage["status"], "dead_lettered", "{job}");
+    assert!(
+        stage["error"].as_str().unwrap().contains("memory_limit"),
+        "{job}"
+    );
+    println!("dead-lettered in {:?}", started.elapsed());
+
+    for name in ["invoice-acme.pdf", "report-q3.pdf"] {
+        let (status, job) = s.post("?wait=30s", sample(name)).await;
+        assert_eq!(
+            (status, job["pipeline"].as_str()),
+            (StatusCode::OK, Some("done")),
+            "{job}"
+        );
+    }
+    s.finish().await;
+}
+
 /// `kill -9` of the stage process in the middle of a stream, then a restart: every document
 /// ends with exactly one done run, one PNG and an acknowledged `doc.processed`; whatever the
 /// crash interrupted is redone, nothing is lost.

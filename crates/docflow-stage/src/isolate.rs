@@ -1,0 +1,476 @@
+//! Risky native work in worker processes: a document that makes a native library (pdfium,
+//! an image decoder, OCR) allocate without end, spin or crash takes down one worker, never
+//! the stage.
+//!
+//! A stage owns a [`WorkerPool`]: long-lived child processes of its own executable, started
+//! with [`WORKER_ARG`], one per concurrent job at most. Each worker limits itself
+//! (`RLIMIT_DATA`, the heap and private mappings, to `--worker-memory`; `RLIMIT_CPU` to
+//! `--worker-cpu` more seconds before each job) and the parent bounds each job by
+//! `--worker-timeout` of wall-clock time. A worker that dies or runs out of time is
+//! replaced, and the job fails with [`IsolationError`], whose [`IsolationError::class`]
+//! (`memory_limit`, `timeout`, `worker_crashed`) is the dead-letter class. Workers do not
+//! share a lock either: pdfium's global lock is per process.
+//!
+//! Protocol over the worker's stdin/stdout: a request is a 4-byte big-endian length and the
+//! job's bytes; an answer is one status byte (0 ok, 1 the job's own error), a 4-byte length
+//! and the payload. A worker serves jobs until its stdin closes.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// The first argument of a worker process.
+pub const WORKER_ARG: &str = "--docflow-isolated-worker";
+
+/// Largest request or answer accepted over the pipe.
+const MAX_FRAME: u32 = 1 << 30;
+
+/// Bytes of a dead worker's stderr kept to tell why it died.
+const STDERR_TAIL: usize = 4096;
+
+/// Limits of a stage's worker processes.
+#[derive(Debug, Clone, Args)]
+pub struct IsolationArgs {
+    /// Memory one worker process may hold: its heap and private mappings (RLIMIT_DATA).
+    /// A stage holds at most `--workers` of them.
+    #[arg(long, env = "DOCFLOW_WORKER_MEMORY", default_value = "1GiB", value_parser = parse_bytes)]
+    pub worker_memory: u64,
+
+    /// CPU time one job may use in a worker (RLIMIT_CPU, raised before each job).
+    #[arg(
+        long,
+        env = "DOCFLOW_WORKER_CPU",
+        default_value = "30s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub worker_cpu: Duration,
+
+    /// Wall-clock time one job may take before its worker is killed.
+    #[arg(
+        long,
+        env = "DOCFLOW_WORKER_TIMEOUT",
+        default_value = "60s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub worker_timeout: Duration,
+
+    /// Executable of the worker processes (default: this program).
+    #[arg(long, env = "DOCFLOW_WORKER_EXE")]
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// `1GiB`, `512MiB`, `64KiB`, `1000000` (bytes).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("invalid size {s:?}"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "invalid size unit in {s:?}: use B, KiB, MiB or GiB"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// Why an isolated job produced no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    /// The worker ran out of memory (its allocation failed and it died).
+    #[error("the worker ran out of its {limit_bytes} byte memory limit and died ({detail})")]
+    MemoryLimit {
+        /// The limit.
+        limit_bytes: u64,
+        /// Exit status and the end of its stderr.
+        detail: String,
+    },
+    /// The job used its CPU time or wall-clock time; the worker was killed.
+    #[error("the job ran out of time ({detail}); its worker was killed")]
+    Timeout {
+        /// Which limit.
+        detail: String,
+    },
+    /// The worker died for another reason (a crash in native code).
+    #[error("the worker died: {detail}")]
+    Crashed {
+        /// Exit status and the end of its stderr.
+        detail: String,
+    },
+    /// The job's own error, as the worker reported it.
+    #[error("{0}")]
+    Job(String),
+    /// A worker could not be started or talked to.
+    #[error("worker process {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl IsolationError {
+    /// The dead-letter class.
+    pub fn class(&self) -> &'static str {
+        match self {
+            IsolationError::MemoryLimit { .. } => "memory_limit",
+            IsolationError::Timeout { .. } => "timeout",
+            IsolationError::Crashed { .. } => "worker_crashed",
+            IsolationError::Job(_) => "job",
+            IsolationError::Io { .. } => "worker_io",
+        }
+    }
+}
+
+fn io(context: &'static str) -> impl FnOnce(std::io::Error) -> IsolationError {
+    move |source| IsolationError::Io { context, source }
+}
+
+/// A live worker process.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+}
+
+/// Worker processes of one stage; see the module docs.
+pub struct WorkerPool {
+    exe: PathBuf,
+    /// The worker's whole argument list.
+    argv: Vec<String>,
+    limits: IsolationArgs,
+    idle: Mutex<Vec<Worker>>,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("exe", &self.exe)
+            .field("argv", &self.argv)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerPool {
+    /// Workers run `exe` (`limits.worker_exe`, else this program) with [`WORKER_ARG`], the
+    /// limits, `--` and `args` (the stage's own worker arguments).
+    pub fn new(limits: IsolationArgs, args: Vec<String>) -> Result<Self, IsolationError> {
+        let exe = match &limits.worker_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(io("locating this program"))?,
+        };
+        let mut argv = vec![
+            WORKER_ARG.to_owned(),
+            limits.worker_memory.to_string(),
+            limits.worker_cpu.as_secs().max(1).to_string(),
+            "--".to_owned(),
+        ];
+        argv.extend(args);
+        Ok(WorkerPool {
+            exe,
+            argv,
+            limits,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn spawn(&self) -> Result<Worker, IsolationError> {
+        let mut child = Command::new(&self.exe)
+            .args(&self.argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(io("spawning"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(IsolationError::Io {
+                context: "connecting",
+                source: std::io::Error::other("missing pipe"),
+            });
+        };
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let sink = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(worker_stderr = %line);
+                let mut t = sink.lock().unwrap_or_else(|p| p.into_inner());
+                t.extend(line.bytes().chain(std::iter::once(b'\n')));
+                let excess = t.len().saturating_sub(STDERR_TAIL);
+                t.drain(..excess);
+            }
+        });
+        Ok(Worker {
+            child,
+            stdin,
+            stdout,
+            stderr: tail,
+        })
+    }
+
+    /// Runs one job in a worker: its answer, or why there is none. A worker that fails is
+    /// not reused.
+    pub async fn run(&self, job: &[u8]) -> Result<Vec<u8>, IsolationError> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut worker = match idle {
+            Some(w) => w,
+            None => self.spawn()?,
+        };
+        let exchange = tokio::time::timeout(self.limits.worker_timeout, exchange(&mut worker, job));
+        match exchange.await {
+            Ok(Ok((status, payload))) => {
+                self.idle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(worker);
+                if status == 0 {
+                    Ok(payload)
+                } else {
+                    Err(IsolationError::Job(
+                        String::from_utf8_lossy(&payload).into_owned(),
+                    ))
+                }
+            }
+            Ok(Err(_)) => Err(self.why_dead(worker).await),
+            Err(_) => {
+                let _ = worker.child.kill().await;
+                Err(IsolationError::Timeout {
+                    detail: format!("{:?} of wall-clock time", self.limits.worker_timeout),
+                })
+            }
+        }
+    }
+
+    /// The worker's pipe broke: reap it and say why it died.
+    async fn why_dead(&self, mut worker: Worker) -> IsolationError {
+        // Its stdout closed; the exit follows at once (or it is stuck: kill it).
+        let status = match tokio::time::timeout(Duration::from_secs(5), worker.child.wait()).await {
+            Ok(Ok(s)) => Some(s),
+            _ => {
+                let _ = worker.child.kill().await;
+                None
+            }
+        };
+        // Let the stderr reader take in the last lines.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let stderr = {
+            let t = worker.stderr.lock().unwrap_or_else(|p| p.into_inner());
+            String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
+        };
+        let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
+        let detail = format!(
+            "{}; stderr: {}",
+            status.map_or_else(|| "no exit status".to_owned(), |s| s.to_string()),
+            stderr.trim().lines().last().unwrap_or("(empty)")
+        );
+        const SIGXCPU: i32 = 24;
+        let lower = stderr.to_ascii_lowercase();
+        if signal == Some(SIGXCPU) {
+            IsolationError::Timeout {
+                detail: format!("{:?} of CPU time", self.limits.worker_cpu),
+            }
+        } else if [
+            "memory allocation",
+            "bad_alloc",
+            "out of memory",
+            "oom",
+            // A C++ exception reaching Rust: native libraries built without exceptions
+            // (pdfium) throw only the allocator's std::bad_alloc, at the memory limit.
+            "foreign exception",
+        ]
+        .iter()
+        .any(|m| lower.contains(m))
+        {
+            IsolationError::MemoryLimit {
+                limit_bytes: self.limits.worker_memory,
+                detail,
+            }
+        } else {
+            IsolationError::Crashed { detail }
+        }
+    }
+}
+
+async fn exchange(worker: &mut Worker, job: &[u8]) -> std::io::Result<(u8, Vec<u8>)> {
+    let len = u32::try_from(job.len())
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or_else(|| std::io::Error::other("job too large"))?;
+    worker.stdin.write_all(&len.to_be_bytes()).await?;
+    worker.stdin.write_all(job).await?;
+    worker.stdin.flush().await?;
+    let status = worker.stdout.read_u8().await?;
+    let len = worker.stdout.read_u32().await?;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other("answer too large"));
+    }
+    let mut payload = vec![0u8; len as usize];
+    worker.stdout.read_exact(&mut payload).await?;
+    Ok((status, payload))
+}
+
+/// This process as a worker: how it was started.
+#[derive(Debug)]
+pub struct WorkerInvocation {
+    memory: u64,
+    cpu_secs: u64,
+    /// The stage's own worker arguments (after `--`).
+    pub stage_args: Vec<String>,
+}
+
+impl WorkerInvocation {
+    /// `Some` when this process was started as a worker ([`WORKER_ARG`] first): call it at
+    /// the very start of a stage's `main`, before any runtime or logging.
+    pub fn from_args() -> Option<Self> {
+        let mut args = std::env::args().skip(1);
+        if args.next().as_deref() != Some(WORKER_ARG) {
+            return None;
+        }
+        let memory = args.next()?.parse().ok()?;
+        let cpu_secs = args.next()?.parse().ok()?;
+        if args.next().as_deref() != Some("--") {
+            return None;
+        }
+        Some(WorkerInvocation {
+            memory,
+            cpu_secs,
+            stage_args: args.collect(),
+        })
+    }
+
+    /// Sets this process's limits, then serves jobs from stdin with `job` until stdin closes.
+    /// `job` returns the answer, or the job's own error (a document the stage refuses),
+    /// which the pool hands back as [`IsolationError::Job`].
+    pub fn serve(
+        self,
+        mut job: impl FnMut(&[u8]) -> Result<Vec<u8>, String>,
+    ) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        rlimit::setrlimit(rlimit::Resource::DATA, self.memory, self.memory)?;
+        let mut stdin = std::io::stdin().lock();
+        let mut stdout = std::io::stdout().lock();
+        loop {
+            let mut len = [0u8; 4];
+            match stdin.read_exact(&mut len) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let len = u32::from_be_bytes(len);
+            if len > MAX_FRAME {
+                return Err(std::io::Error::other("request too large"));
+            }
+            let mut request = vec![0u8; len as usize];
+            stdin.read_exact(&mut request)?;
+            // Each job gets `cpu_secs` more than what the process used so far; past it the
+            // kernel sends SIGXCPU and the parent reports a timeout.
+            if let Some(used) = cpu_used_secs() {
+                let soft = used + self.cpu_secs;
+                rlimit::setrlimit(rlimit::Resource::CPU, soft, soft + 5)?;
+            }
+            let (status, payload) = match job(&request) {
+                Ok(answer) => (0u8, answer),
+                Err(message) => (1u8, message.into_bytes()),
+            };
+            let len = u32::try_from(payload.len())
+                .map_err(|_| std::io::Error::other("answer too large"))?;
+            stdout.write_all(&[status])?;
+            stdout.write_all(&len.to_be_bytes())?;
+            stdout.write_all(&payload)?;
+            stdout.flush()?;
+        }
+    }
+}
+
+/// CPU seconds this process has used (Linux: `/proc/self/schedstat`, nanoseconds on CPU).
+fn cpu_used_secs() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns.div_ceil(1_000_000_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool whose "workers" are `sh -c SCRIPT`.
+    fn pool_of(script: &str, timeout: Duration) -> WorkerPool {
+        WorkerPool {
+            exe: PathBuf::from("/bin/sh"),
+            argv: vec!["-c".to_owned(), script.to_owned()],
+            limits: IsolationArgs {
+                worker_memory: 64 << 20,
+                worker_cpu: Duration::from_secs(5),
+                worker_timeout: timeout,
+                worker_exe: None,
+            },
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("1 parsec").is_err());
+        assert!(parse_bytes("99999999999GiB").is_err());
+    }
+
+    #[tokio::test]
+    async fn dead_and_stuck_workers_are_classified() {
+        let crash = pool_of("kill -SEGV $$", Duration::from_secs(5));
+        let err = crash.run(b"x").await.unwrap_err();
+        assert_eq!(err.class(), "worker_crashed", "{err}");
+        let oom = pool_of(
+            "echo 'memory allocation of 1073741824 bytes failed' >&2; kill -ABRT $$",
+            Duration::from_secs(5),
+        );
+        let err = oom.run(b"x").await.unwrap_err();
+        assert_eq!(err.class(), "memory_limit", "{err}");
+        let stuck = pool_of("sleep 30", Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let err = stuck.run(b"x").await.unwrap_err();
+        assert_eq!(err.class(), "timeout", "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // A failed worker is not reused.
+        assert!(stuck.idle.lock().unwrap().is_empty());
+    }
+
+    /// A real worker: this test binary's own `serve` loop is not reachable from here, so a
+    /// shell stands in for the answer framing: status 0, length 2, "ok".
+    #[tokio::test]
+    async fn answers_come_back_and_workers_are_reused() {
+        let pool = pool_of(
+            "while head -c 5 >/dev/null; do printf '\\000\\000\\000\\000\\002ok'; done",
+            Duration::from_secs(5),
+        );
+        assert_eq!(pool.run(b"x").await.unwrap(), b"ok");
+        assert_eq!(pool.idle.lock().unwrap().len(), 1);
+        assert_eq!(pool.run(b"y").await.unwrap(), b"ok");
+        assert_eq!(
+            pool.idle.lock().unwrap().len(),
+            1,
+            "the same worker served both"
+        );
+    }
+}
