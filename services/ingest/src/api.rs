@@ -208,11 +208,23 @@ async fn upload(
     {
         return Err(ApiError::TooLarge { limit });
     }
-    let Upload { bytes, file_name } = if multipart {
-        read_multipart(req, limit).await?
-    } else {
-        read_raw(req.into_body(), limit).await?
+    // A slot for the body while it is received and stored: bodies in memory are bounded by
+    // --max-concurrent-uploads x the size limit, and each has --body-timeout to arrive.
+    let slot = state
+        .uploads
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::Busy)?;
+    let read = async {
+        if multipart {
+            read_multipart(req, limit).await
+        } else {
+            read_raw(req.into_body(), limit).await
+        }
     };
+    let Upload { bytes, file_name } = tokio::time::timeout(state.body_timeout, read)
+        .await
+        .map_err(|_| ApiError::BodyTimeout(state.body_timeout))??;
     if bytes.is_empty() {
         return Err(ApiError::BadRequest(
             "empty body: send the document bytes".into(),
@@ -234,6 +246,7 @@ async fn upload(
         && existing.status == status::ACCEPTED
         && !q.reprocess
     {
+        drop(slot);
         state.jobs.record_upload(&existing).await?;
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
         return reply(&state, &tenant, &id, &existing.status, true, wait).await;
@@ -247,6 +260,7 @@ async fn upload(
         .put(&key, bytes)
         .await
         .map_err(|e| ApiError::unavailable("object store", e))?;
+    drop(slot);
     let object_uri = state.blobs.uri(&key);
 
     // 2. The record, before the event: a stored blob always has one.

@@ -25,6 +25,12 @@ pub enum ApiError {
         /// The limit.
         limit: u64,
     },
+    /// 408: the body did not arrive within the body timeout.
+    #[error("the request body did not arrive within {}s", .0.as_secs())]
+    BodyTimeout(std::time::Duration),
+    /// 503: as many uploads as allowed are being received; retry shortly.
+    #[error("too many uploads in progress; retry shortly")]
+    Busy,
     /// 415: not a PDF, PNG, JPEG or TIFF.
     #[error("unsupported document type: only PDF, PNG, JPEG and TIFF are accepted")]
     UnsupportedType,
@@ -85,6 +91,8 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::UnsupportedType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_type"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            ApiError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             ApiError::InvalidPdf(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_pdf"),
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Failed { .. } | ApiError::Internal(_) => {
@@ -125,9 +133,17 @@ impl IntoResponse for ApiError {
             axum::Json(json!({"error": code, "message": self.to_string()})),
         )
             .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(self, ApiError::Busy) {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still come: this connection is done.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()

@@ -43,6 +43,34 @@ pub struct Config {
     #[arg(long, env = "DOCFLOW_INGEST_MAX_UPLOAD_BYTES", default_value_t = 50 * 1024 * 1024)]
     pub max_upload_bytes: u64,
 
+    /// Longest a client may take to send a request's headers (also how long an idle
+    /// keep-alive connection is kept); slower connections are closed.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_HEADER_TIMEOUT",
+        default_value = "10s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub header_timeout: Duration,
+
+    /// Longest a client may take to send an upload's body; slower uploads get 408.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_BODY_TIMEOUT",
+        default_value = "120s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub body_timeout: Duration,
+
+    /// Uploads received at once, across all clients; past it an upload gets 503 with
+    /// Retry-After (so memory held by bodies in flight is bounded by this × the size limit).
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_MAX_CONCURRENT_UPLOADS",
+        default_value_t = 32
+    )]
+    pub max_concurrent_uploads: usize,
+
     /// Most pages a PDF may have.
     #[arg(long, env = "DOCFLOW_INGEST_MAX_PAGES", default_value_t = 2_000)]
     pub max_pages: usize,
@@ -161,6 +189,10 @@ pub struct AppState {
     pub(crate) metrics: metrics::IngestMetrics,
     /// Cancelled when shutdown begins: waiting requests answer 202 at once.
     pub(crate) stopping: tokio_util::sync::CancellationToken,
+    pub(crate) header_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    /// One permit per upload being received.
+    pub(crate) uploads: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -229,28 +261,76 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         topic: config.topic.clone(),
         metrics: metrics::IngestMetrics::new()?,
         stopping: tokio_util::sync::CancellationToken::new(),
+        header_timeout: config.header_timeout,
+        body_timeout: config.body_timeout,
+        uploads: Arc::new(tokio::sync::Semaphore::new(
+            config.max_concurrent_uploads.max(1),
+        )),
     }))
 }
+
+/// Longest in-flight requests get to finish after the shutdown signal.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves the API on `listener` until `shutdown`; in-flight requests finish (a request
 /// waiting for results with `?wait=` answers 202 with its job id at once), then the producer
 /// is flushed.
+///
+/// Connections are served by hyper directly (not `axum::serve`) to give them a clock: a
+/// client that does not send its headers within `--header-timeout` (a slowloris, an idle
+/// keep-alive connection) is disconnected, instead of being held forever.
 pub async fn serve(
     state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "ingest listening");
     }
     let app = api::router(state.clone());
-    let stopping = state.stopping.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stopping.cancel();
-        })
-        .await?;
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(state.header_timeout)
+        .keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                app.clone().oneshot(req.map(axum::body::Body::new))
+            });
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    state.stopping.cancel();
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; closing them");
+    }
     let producer = state.producer.clone();
     let _ = tokio::task::spawn_blocking(move || {
         rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10))

@@ -39,6 +39,14 @@ const BOB: &str = "tok-bob";
 
 impl Stack {
     async fn start(storage: Storage) -> Self {
+        Self::start_tweaked(storage, |_| {}).await
+    }
+
+    /// With `tweak` applied to ingest's configuration after the test defaults.
+    async fn start_tweaked(
+        storage: Storage,
+        tweak: impl FnOnce(&mut docflow_ingest::Config) + Send + 'static,
+    ) -> Self {
         let stack = docflow_embedded::Stack::builder()
             .storage(storage)
             .partitions(3)
@@ -48,6 +56,7 @@ impl Stack {
                 config.max_upload_bytes = 4096;
                 config.max_pages = 10;
                 config.produce_timeout = Duration::from_secs(3);
+                tweak(config);
             })
             .start()
             .await
@@ -342,6 +351,82 @@ async fn auth_first_case_insensitive_scheme_and_json_query_errors() {
         StatusCode::UNAUTHORIZED,
         "another scheme is refused"
     );
+    s.finish().await;
+}
+
+/// Slow and stalled clients cannot hold the API: a request's headers must arrive within
+/// `--header-timeout` (half-sent requests are disconnected), an upload's body within
+/// `--body-timeout` (408), and past `--max-concurrent-uploads` an upload gets 503 with
+/// Retry-After until a slot frees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_uploads_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Stack::start_tweaked(Storage::Memory, |config| {
+        config.header_timeout = Duration::from_secs(1);
+        config.body_timeout = Duration::from_secs(2);
+        config.max_concurrent_uploads = 2;
+    })
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let connect = || tokio::net::TcpStream::connect(addr.clone());
+
+    // 50 half-sent, unauthenticated requests: all disconnected once the header time is up.
+    let mut half_sent = Vec::new();
+    for _ in 0..50 {
+        let mut c = connect().await.unwrap();
+        c.write_all(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        half_sent.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut closed = 0;
+    for mut c in half_sent {
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(Duration::from_secs(1), c.read(&mut buf)).await {
+            Ok(Ok(_)) | Ok(Err(_)) => closed += 1, // EOF, a 408 before it, or a reset
+            Err(_) => {}                           // still held open
+        }
+    }
+    assert_eq!(closed, 50, "half-sent requests are disconnected");
+
+    // An authenticated upload whose body stalls: 408 when its time is up.
+    let stalled = || async {
+        let mut c = connect().await.unwrap();
+        let head = format!(
+            "POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n\
+             Content-Length: 1000\r\n\r\n%PDF-1.4\n"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        c
+    };
+    let answer = |mut c: tokio::net::TcpStream| async move {
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let started = std::time::Instant::now();
+    let text = answer(stalled().await).await;
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("request_timeout"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+
+    // Two stalled uploads hold both slots: a third upload is refused at once with 503 +
+    // Retry-After; once they time out, uploads go through again.
+    let held = [stalled().await, stalled().await];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (st, body, h) = s.post(Some(ALICE), "", pdf()).await;
+    assert_eq!(
+        (st, body["error"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("busy")),
+        "{body}"
+    );
+    assert_eq!(h.get("retry-after").unwrap(), "1");
+    for c in held {
+        assert!(answer(c).await.starts_with("HTTP/1.1 408"));
+    }
+    let (st, body, _) = s.post(Some(ALICE), "", pdf()).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{body}");
     s.finish().await;
 }
 
