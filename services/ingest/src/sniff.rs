@@ -56,6 +56,12 @@ pub enum PdfError {
     /// No page objects.
     #[error("PDF has no pages")]
     NoPages,
+    /// Its object streams inflate to more than ingest examines.
+    #[error("PDF object streams inflate to more than {limit} bytes")]
+    TooComplex {
+        /// The limit.
+        limit: usize,
+    },
     /// More pages than allowed.
     #[error("PDF has {found} pages; the limit is {limit}")]
     TooManyPages {
@@ -64,6 +70,78 @@ pub enum PdfError {
         /// The limit.
         limit: usize,
     },
+}
+
+/// Most bytes the object streams of one PDF may inflate to: what ingest reads to count
+/// pages is bounded (a deflate bomb costs at most this much memory and time).
+pub const MAX_INFLATED: usize = 64 * 1024 * 1024;
+
+/// Pages inside object streams (PDF 1.5+: many current tools put every object, pages
+/// included, into compressed `/Type /ObjStm` streams, where no `/Type /Page` is visible in
+/// the raw bytes). Each object stream is inflated (FlateDecode; unfiltered ones read as
+/// they are), all of them together at most [`MAX_INFLATED`] bytes.
+fn object_stream_pages(bytes: &[u8]) -> Result<usize, PdfError> {
+    let mut pages = 0;
+    let mut budget = MAX_INFLATED;
+    let mut from = 0;
+    while let Some(pos) = find_from(bytes, b"/ObjStm", from) {
+        from = pos + 7;
+        // The stream's dictionary: from its `<<` (within 4 KiB before) to `stream`.
+        let window = pos.saturating_sub(4096);
+        let Some(dict_start) = bytes[window..pos]
+            .windows(2)
+            .rposition(|w| w == b"<<")
+            .map(|i| window + i)
+        else {
+            continue;
+        };
+        let Some(kw) = find_from(bytes, b"stream", pos) else {
+            break;
+        };
+        let dict = &bytes[dict_start..kw];
+        let mut data_start = kw + 6;
+        if bytes.get(data_start) == Some(&b'\r') {
+            data_start += 1;
+        }
+        if bytes.get(data_start) == Some(&b'\n') {
+            data_start += 1;
+        }
+        let Some(end) = find_from(bytes, b"endstream", data_start) else {
+            break;
+        };
+        let data = &bytes[data_start.min(end)..end];
+        from = end;
+        let inflated;
+        let content: &[u8] = if find_from(dict, b"/FlateDecode", 0).is_some() {
+            match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(data, budget) {
+                Ok(v) => {
+                    inflated = v;
+                    &inflated
+                }
+                Err(e) if e.status == miniz_oxide::inflate::TINFLStatus::HasMoreOutput => {
+                    return Err(PdfError::TooComplex {
+                        limit: MAX_INFLATED,
+                    });
+                }
+                // A damaged stream: readers skip it; so does the count.
+                Err(_) => continue,
+            }
+        } else if find_from(dict, b"/Filter", 0).is_none() {
+            data
+        } else {
+            continue; // another filter: not counted here; the stage sees every page
+        };
+        budget = budget.saturating_sub(content.len());
+        pages += count_pages(content);
+    }
+    Ok(pages)
+}
+
+fn find_from(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    hay.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| from + i)
 }
 
 /// How far from the end the trailer must be (the spec says the last 1024 bytes).
@@ -111,7 +189,7 @@ pub fn check_pdf(bytes: &[u8], max_pages: usize) -> Result<usize, PdfError> {
     if offset >= bytes.len() as u64 {
         return Err(PdfError::BadStartXref(offset));
     }
-    let pages = count_pages(bytes);
+    let pages = count_pages(bytes) + object_stream_pages(bytes)?;
     if pages == 0 {
         return Err(PdfError::NoPages);
     }
@@ -163,6 +241,90 @@ mod tests {
         assert_eq!(
             check_pdf(b"%PDF-1.4\nxref\nstartxref\n3\n%%EOF\n", 100),
             Err(PdfError::NoPages)
+        );
+    }
+
+    /// A PDF 1.5 whose objects, pages included, live in one compressed object stream (as
+    /// many current tools write them, e.g. `crazyones.pdf` in pypdf's tests), with an
+    /// optional comment after `%%EOF` that looks like a page.
+    fn object_stream_pdf(pages: usize, fake_comment: bool) -> Vec<u8> {
+        let mut objects = vec![
+            "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+            format!(
+                "<< /Type /Pages /Kids [{}] /Count {pages} >>",
+                (0..pages)
+                    .map(|i| format!("{} 0 R", i + 3))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        ];
+        for _ in 0..pages {
+            objects.push("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>".to_owned());
+        }
+        let mut header = String::new();
+        let mut body = String::new();
+        for (i, o) in objects.iter().enumerate() {
+            header.push_str(&format!("{} {} ", i + 1, body.len()));
+            body.push_str(o);
+            body.push('\n');
+        }
+        let plain = format!("{header}\n{body}");
+        let packed = miniz_oxide::deflate::compress_to_vec_zlib(plain.as_bytes(), 6);
+        let mut pdf = b"%PDF-1.5\n".to_vec();
+        let objstm = pdf.len();
+        pdf.extend_from_slice(
+            format!(
+                "{} 0 obj\n<< /Type /ObjStm /N {} /First {} /Filter /FlateDecode /Length {} >>\nstream\n",
+                objects.len() + 1,
+                objects.len(),
+                header.len() + 1,
+                packed.len()
+            )
+            .as_bytes(),
+        );
+        pdf.extend_from_slice(&packed);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n");
+        let xref = pdf.len();
+        // An xref stream would be usual; a classic table with the trailer is enough here.
+        pdf.extend_from_slice(format!("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 2).as_bytes());
+        let _ = objstm;
+        if fake_comment {
+            pdf.extend_from_slice(b"%/Type /Page\n");
+        }
+        pdf
+    }
+
+    #[test]
+    fn pages_in_object_streams_are_counted() {
+        let pdf = object_stream_pdf(3, false);
+        assert!(count_pages(&pdf) == 0, "nothing visible in the raw bytes");
+        assert_eq!(check_pdf(&pdf, 100), Ok(3));
+        // 10,000 pages in an object stream and a page-looking comment after %%EOF: the
+        // comment no longer gets it past the limit.
+        let big = object_stream_pdf(10_000, true);
+        assert_eq!(
+            check_pdf(&big, 2_000),
+            Err(PdfError::TooManyPages {
+                found: 10_001,
+                limit: 2_000
+            })
+        );
+    }
+
+    #[test]
+    fn a_deflate_bomb_in_an_object_stream_is_refused() {
+        let zeros = vec![0u8; MAX_INFLATED + 1024];
+        let packed = miniz_oxide::deflate::compress_to_vec_zlib(&zeros, 9);
+        let mut pdf =
+            b"%PDF-1.5\n1 0 obj\n<< /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode >>\nstream\n"
+                .to_vec();
+        pdf.extend_from_slice(&packed);
+        pdf.extend_from_slice(b"\nendstream\nendobj\nstartxref\n9\n%%EOF\n");
+        assert_eq!(
+            check_pdf(&pdf, 100),
+            Err(PdfError::TooComplex {
+                limit: MAX_INFLATED
+            })
         );
     }
 

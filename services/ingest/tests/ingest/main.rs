@@ -409,7 +409,11 @@ async fn slow_clients_are_cut_off_and_uploads_are_capped() {
     let text = answer(stalled().await).await;
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("request_timeout"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
 
     // Two stalled uploads hold both slots: a third upload is refused at once with 503 +
     // Retry-After; once they time out, uploads go through again.
