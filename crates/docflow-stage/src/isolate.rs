@@ -277,10 +277,15 @@ impl WorkerPool {
             String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
         };
         let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
+        // The worker's own error line when it has one (a backtrace may follow it).
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("Error") || l.starts_with("fatal"))
+            .or_else(|| stderr.trim().lines().last())
+            .unwrap_or("(empty)");
         let detail = format!(
-            "{}; stderr: {}",
+            "{}; stderr: {said}",
             status.map_or_else(|| "no exit status".to_owned(), |s| s.to_string()),
-            stderr.trim().lines().last().unwrap_or("(empty)")
         );
         const SIGXCPU: i32 = 24;
         let lower = stderr.to_ascii_lowercase();
@@ -382,10 +387,12 @@ impl WorkerInvocation {
             let mut request = vec![0u8; len as usize];
             stdin.read_exact(&mut request)?;
             // Each job gets `cpu_secs` more than what the process used so far; past it the
-            // kernel sends SIGXCPU and the parent reports a timeout.
+            // kernel sends SIGXCPU and the parent reports a timeout. Only the soft limit
+            // moves: raising a hard limit needs a privilege workers do not have.
             if let Some(used) = cpu_used_secs() {
-                let soft = used + self.cpu_secs;
-                rlimit::setrlimit(rlimit::Resource::CPU, soft, soft + 5)?;
+                let (_, hard) = rlimit::getrlimit(rlimit::Resource::CPU)?;
+                let (soft, hard) = cpu_limit(used, self.cpu_secs, hard);
+                rlimit::setrlimit(rlimit::Resource::CPU, soft, hard)?;
             }
             let (status, payload) = match job(&request) {
                 Ok(answer) => (0u8, answer),
@@ -399,6 +406,12 @@ impl WorkerInvocation {
             stdout.flush()?;
         }
     }
+}
+
+/// The RLIMIT_CPU (soft, hard) for a job: `per_job` seconds past `used`, under the
+/// unchanged hard limit.
+fn cpu_limit(used: u64, per_job: u64, hard: u64) -> (u64, u64) {
+    (used.saturating_add(per_job).min(hard), hard)
 }
 
 /// CPU seconds this process has used (Linux: `/proc/self/schedstat`, nanoseconds on CPU).
@@ -425,6 +438,18 @@ mod tests {
             },
             idle: Mutex::new(Vec::new()),
         }
+    }
+
+    #[test]
+    fn each_job_moves_only_the_soft_cpu_limit() {
+        let hard = u64::MAX;
+        assert_eq!(cpu_limit(1, 30, hard), (31, hard));
+        assert_eq!(cpu_limit(45, 30, hard), (75, hard), "after a long job");
+        assert_eq!(
+            cpu_limit(45, 30, 60),
+            (60, 60),
+            "never above the hard limit"
+        );
     }
 
     #[test]
