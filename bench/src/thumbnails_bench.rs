@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::{paced, percentiles, report_head};
 use docflow_embedded::pdfium_library;
+use docflow_stage::isolate::{IsolationArgs, WorkerPool};
 use docflow_thumbnails::Renderer;
 use image::{DynamicImage, ImageFormat, RgbImage};
 
@@ -29,6 +30,12 @@ struct Args {
     /// Stage workers.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Line segments drawn by the slow PDF of the head-of-line measurement.
+    #[arg(long, default_value_t = 200_000)]
+    heavy_segments: usize,
+    /// Runs of the head-of-line measurement.
+    #[arg(long, default_value_t = 5)]
+    hol_runs: usize,
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/thumbnails.md")]
     out: std::path::PathBuf,
@@ -55,6 +62,109 @@ fn page_image(width: u32, height: u32, format: ImageFormat) -> anyhow::Result<Ve
     let mut out = Vec::new();
     DynamicImage::ImageRgb8(img).write_to(&mut Cursor::new(&mut out), format)?;
     Ok(out)
+}
+
+/// A one-page PDF whose content stream draws `segments` line segments, FlateDecode-packed:
+/// a small file with a large drawing to render (the slow PDF of issue 10 was 204 KB
+/// inflating to 100 MB of drawing commands).
+fn heavy_pdf(segments: usize) -> Vec<u8> {
+    let mut content = String::with_capacity(segments * 24);
+    for i in 0..segments {
+        let (x, y) = (i % 612, (i / 612) % 792);
+        content.push_str(&format!("{x} {y} m {} {} l S\n", 612 - x, 792 - y));
+    }
+    let packed = miniz_oxide::deflate::compress_to_vec_zlib(content.as_bytes(), 6);
+    let mut objects: Vec<Vec<u8>> = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>".to_vec(),
+    ];
+    let mut stream = format!(
+        "<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        packed.len()
+    )
+    .into_bytes();
+    stream.extend_from_slice(&packed);
+    stream.extend_from_slice(b"\nendstream");
+    objects.push(stream);
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        pdf.extend_from_slice(o);
+        pdf.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for o in offsets {
+        pdf.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+/// How long a small PDF takes while a heavy one renders beside it (started 50 ms earlier),
+/// in process (one pdfium, one lock) and in the stage's isolated workers (one pdfium per
+/// worker): the small one's latencies, and the heavy one's render time, in ms.
+async fn head_of_line(
+    renderer: Renderer,
+    heavy: Vec<u8>,
+    small: Vec<u8>,
+    runs: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let heavy = std::sync::Arc::new(heavy);
+    let small = std::sync::Arc::new(small);
+    let mut heavy_ms = Vec::new();
+    let mut in_process = Vec::new();
+    for _ in 0..runs {
+        let h = heavy.clone();
+        let t = Instant::now();
+        let slow = tokio::task::spawn_blocking(move || renderer.render(&h));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let s = small.clone();
+        let t_small = Instant::now();
+        tokio::task::spawn_blocking(move || renderer.render(&s)).await??;
+        in_process.push(t_small.elapsed().as_secs_f64() * 1000.0);
+        slow.await??;
+        heavy_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let limits = IsolationArgs {
+        worker_memory: 1 << 30,
+        worker_cpu: std::time::Duration::from_secs(60),
+        worker_timeout: std::time::Duration::from_secs(120),
+        worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
+    };
+    let worker_args = vec![
+        "--pdfium-lib".to_owned(),
+        pdfium_library().display().to_string(),
+        "--max-px".to_owned(),
+        "256".to_owned(),
+    ];
+    let pool = std::sync::Arc::new(WorkerPool::new(limits, worker_args)?);
+    // Two warm workers, so no start-up is measured.
+    let (a, b) = tokio::join!(pool.run(&small), pool.run(&small));
+    a?;
+    b?;
+    let mut isolated = Vec::new();
+    for _ in 0..runs {
+        let (p, h) = (pool.clone(), heavy.clone());
+        let slow = tokio::spawn(async move { p.run(&h).await });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let t_small = Instant::now();
+        pool.run(&small).await?;
+        isolated.push(t_small.elapsed().as_secs_f64() * 1000.0);
+        slow.await??;
+    }
+    Ok((in_process, isolated, heavy_ms))
 }
 
 /// Render latencies of `bytes`, `n` times after 5 unmeasured warm-ups, in ms.
@@ -102,7 +212,19 @@ async fn main() -> anyhow::Result<()> {
         render_rows.push((*name, bytes.len(), p50, p99, max));
     }
 
-    // 2. End to end through the stack.
+    // 2. A small PDF beside a slow one: pdfium's process-wide lock versus isolated workers.
+    let heavy = heavy_pdf(args.heavy_segments);
+    let heavy_kib = heavy.len() / 1024;
+    let (in_process, isolated, heavy_ms) =
+        head_of_line(renderer, heavy, sample("invoice-acme.pdf")?, args.hol_runs).await?;
+    let (h50, _, hmax) = percentiles(heavy_ms);
+    let (ip50, _, ipmax) = percentiles(in_process);
+    let (is50, _, ismax) = percentiles(isolated);
+    println!(
+        "small beside heavy ({h50:.0} ms): in process p50 {ip50:.1} ms, isolated workers p50 {is50:.1} ms"
+    );
+
+    // 3. End to end through the stack.
     let mut stack = docflow_bench::stack()
         .start()
         .await
@@ -197,6 +319,22 @@ async fn main() -> anyhow::Result<()> {
             1000.0 / p50
         )?;
     }
+    writeln!(
+        md,
+        "\n## A small PDF beside a slow one ({} runs)\n\nThe slow PDF: one page drawing {} line \
+         segments ({heavy_kib} KiB, FlateDecode), rendered in {h50:.0} ms p50 (max {hmax:.0} ms); \
+         50 ms after it starts, the 1-page invoice is rendered beside it.\n",
+        args.hol_runs, args.heavy_segments
+    )?;
+    writeln!(md, "| small PDF rendered | p50 | max |\n|---|---|---|")?;
+    writeln!(
+        md,
+        "| in process, beside the slow one (pdfium's process-wide lock) | {ip50:.1} ms | {ipmax:.1} ms |"
+    )?;
+    writeln!(
+        md,
+        "| in the stage's isolated workers (one pdfium per worker, a pipe each way) | {is50:.1} ms | {ismax:.1} ms |"
+    )?;
     writeln!(
         md,
         "\n## End to end (`POST /v1/documents?wait=30s` → `200` with the thumbnail done)\n"
