@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::{paced, percentiles, report_head};
 use docflow_embedded::pdfium_library;
-use docflow_stage::isolate::{IsolationArgs, WorkerPool};
+use docflow_stage::isolate::IsolationArgs;
 use docflow_thumbnails::Renderer;
 use image::{DynamicImage, ImageFormat, RgbImage};
 
@@ -143,13 +143,11 @@ async fn head_of_line(
         worker_timeout: std::time::Duration::from_secs(120),
         worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
     };
-    let worker_args = vec![
-        "--pdfium-lib".to_owned(),
-        pdfium_library().display().to_string(),
-        "--max-px".to_owned(),
-        "256".to_owned(),
-    ];
-    let pool = std::sync::Arc::new(WorkerPool::new(limits, worker_args)?);
+    let pool = std::sync::Arc::new(docflow_thumbnails::render_pool(
+        &pdfium_library(),
+        256,
+        limits,
+    )?);
     // Two warm workers, so no start-up is measured.
     let (a, b) = tokio::join!(pool.run(&small), pool.run(&small));
     a?;

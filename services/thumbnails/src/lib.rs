@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use docflow_config::TelemetryArgs;
 use docflow_stage::StageArgs;
-use docflow_stage::isolate::{IsolationArgs, WorkerInvocation, WorkerPool};
+use docflow_stage::isolate::{IsolationArgs, IsolationError, WorkerInvocation, WorkerPool};
 
 pub mod render;
 pub mod stage;
@@ -67,25 +67,40 @@ impl Config {
     }
 }
 
+/// The render workers: this binary's worker mode with pdfium from `pdfium_lib`, thumbnails
+/// fitting `max_px`, under `isolation`'s limits.
+pub fn render_pool(
+    pdfium_lib: &std::path::Path,
+    max_px: u32,
+    isolation: IsolationArgs,
+) -> Result<WorkerPool, IsolationError> {
+    let worker_args = vec![
+        "--pdfium-lib".to_owned(),
+        pdfium_lib.display().to_string(),
+        "--max-px".to_owned(),
+        max_px.to_string(),
+    ];
+    WorkerPool::new(isolation, worker_args)
+}
+
+/// The stage, its metrics registered in `registry`, with one render worker started and
+/// probed: a missing pdfium or a bad `--worker-exe` fails here, with the worker's reason,
+/// rather than on every document.
+pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::Result<Thumbnails> {
+    let pool = render_pool(&config.pdfium_lib, config.max_px, config.isolation.clone())?;
+    pool.run(&probe_png()?)
+        .await
+        .map_err(|e| anyhow::anyhow!("the render worker does not work: {e}"))?;
+    Ok(Thumbnails::new(pool, registry)?)
+}
+
 /// Runs the stage until `shutdown`, then drains in-flight documents and commits.
 pub async fn run_until(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
-    let worker_args = vec![
-        "--pdfium-lib".to_owned(),
-        config.pdfium_lib.display().to_string(),
-        "--max-px".to_owned(),
-        config.max_px.to_string(),
-    ];
-    let pool = WorkerPool::new(config.isolation.clone(), worker_args)?;
-    // Fail at start, with the worker's reason (no pdfium, a bad --worker-exe), rather than on
-    // every document; this also warms one worker.
-    pool.run(&probe_png()?)
-        .await
-        .map_err(|e| anyhow::anyhow!("the render worker does not work: {e}"))?;
-    let stage = Thumbnails::new(pool, &registry)?;
+    let stage = build(&config, &registry).await?;
     docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
     Ok(())
 }

@@ -30,6 +30,7 @@ use docflow_stage::StageArgs;
 use docflow_store::scratch::ScratchDb;
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -465,15 +466,16 @@ impl Stack {
         // The stage runs in this process; its render workers are the real binary.
         config.isolation.worker_exe = Some(workspace_binary("docflow-thumbnails")?);
         tweak(&mut config);
-        // Fail here, with the reason, rather than inside the stage's task.
-        docflow_thumbnails::Renderer::new(&config.pdfium_lib, config.max_px).map_err(|e| {
-            EmbeddedError::Service {
+        // Started and probed here, so a failure is this call's error, not the task's.
+        let registry = prometheus::Registry::new();
+        let stage = docflow_thumbnails::build(&config, &registry)
+            .await
+            .map_err(|e| EmbeddedError::Service {
                 name: THUMBNAILS,
                 source: e.into(),
-            }
-        })?;
-        self.spawn(THUMBNAILS, move |shutdown| {
-            docflow_thumbnails::run_until(config, shutdown)
+            })?;
+        self.spawn(THUMBNAILS, move |shutdown| async move {
+            docflow_stage::run_until(stage, &config.stage, registry, shutdown).await
         });
         Ok(())
     }
@@ -493,8 +495,19 @@ impl Stack {
 
     /// Every record of `topic` (all partitions) from the beginning: (key, value) pairs.
     pub async fn records(&self, topic: &str) -> Result<Vec<KeyValue>, EmbeddedError> {
-        let (kafka, topic) = (self.kafka(), topic.to_owned());
-        tokio::task::spawn_blocking(move || read_all(&kafka, &topic))
+        let read = self.records_with_header(topic, "").await?;
+        Ok(read.into_iter().map(|(kv, _)| kv).collect())
+    }
+
+    /// Every record of `topic` from the beginning, with the value of its header `header`
+    /// as text (e.g. a dead letter's `docflow.dlq.error.class`).
+    pub async fn records_with_header(
+        &self,
+        topic: &str,
+        header: &str,
+    ) -> Result<Vec<(KeyValue, Option<String>)>, EmbeddedError> {
+        let (kafka, topic, header) = (self.kafka(), topic.to_owned(), header.to_owned());
+        tokio::task::spawn_blocking(move || read_all(&kafka, &topic, &header))
             .await
             .map_err(EmbeddedError::Task)?
     }
@@ -571,7 +584,11 @@ impl Drop for Stack {
     }
 }
 
-fn read_all(kafka: &KafkaArgs, topic: &str) -> Result<Vec<KeyValue>, EmbeddedError> {
+fn read_all(
+    kafka: &KafkaArgs,
+    topic: &str,
+    header: &str,
+) -> Result<Vec<(KeyValue, Option<String>)>, EmbeddedError> {
     let kafka_err = |context: &'static str| move |source| EmbeddedError::Kafka { context, source };
     let c: BaseConsumer = kafka
         .client_config("docflow-stack-reader")
@@ -605,9 +622,18 @@ fn read_all(kafka: &KafkaArgs, topic: &str) -> Result<Vec<KeyValue>, EmbeddedErr
         }
         if let Some(m) = c.poll(Duration::from_secs(1)) {
             let m = m.map_err(kafka_err("reading"))?;
+            let value = m.headers().and_then(|hs| {
+                hs.iter()
+                    .find(|h| h.key == header)
+                    .and_then(|h| h.value)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            });
             out.push((
-                m.key().unwrap_or_default().to_vec(),
-                m.payload().unwrap_or_default().to_vec(),
+                (
+                    m.key().unwrap_or_default().to_vec(),
+                    m.payload().unwrap_or_default().to_vec(),
+                ),
+                value,
             ));
         }
     }
