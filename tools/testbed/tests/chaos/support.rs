@@ -6,9 +6,7 @@ use std::time::Duration;
 use docflow_config::KafkaArgs;
 use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_runtime::producer::idempotent_producer;
-use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Headers;
 use rdkafka::producer::FutureRecord;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use sqlx::{AnyPool, Row};
@@ -100,46 +98,19 @@ impl Bed {
         }
     }
 
-    /// Every record of the group's dead-letter topic: (value, error class header). Read by
-    /// assignment (no group to leave), from the beginning to the log end.
+    /// Every record of the group's dead-letter topic: (value, error class header).
     pub async fn dead_letters(&self) -> Vec<(String, String)> {
-        let kafka = self.kafka();
         let dlq = docflow_runtime::dlq::topic_for(&self.topic, &self.group);
-        tokio::task::spawn_blocking(move || {
-            let c: BaseConsumer = kafka
-                .client_config("dlq-reader")
-                .set("group.id", unique_name("dlq-reader"))
-                .set("enable.auto.commit", "false")
-                .create()
-                .unwrap();
-            let (lo, hi) = c
-                .fetch_watermarks(&dlq, 0, Duration::from_secs(10))
-                .unwrap();
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(&dlq, 0, Offset::Beginning)
-                .unwrap();
-            c.assign(&tpl).unwrap();
-            let mut out = Vec::new();
-            while (out.len() as i64) < hi - lo {
-                if let Some(m) = c.poll(Duration::from_secs(1)) {
-                    let m = m.unwrap();
-                    let class = m
-                        .headers()
-                        .and_then(|h| {
-                            h.iter()
-                                .find(|h| h.key == docflow_runtime::dlq::headers::ERROR_CLASS)
-                                .and_then(|h| h.value)
-                                .map(|v| String::from_utf8_lossy(v).into_owned())
-                        })
-                        .unwrap_or_default();
-                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
-                    out.push((value.into_owned(), class));
-                }
-            }
-            out
-        })
-        .await
-        .unwrap()
+        let class = docflow_runtime::dlq::headers::ERROR_CLASS;
+        let read = self.stack.records_with_header(&dlq, class).await.unwrap();
+        read.into_iter()
+            .map(|((_, value), class)| {
+                (
+                    String::from_utf8_lossy(&value).into_owned(),
+                    class.unwrap_or_default(),
+                )
+            })
+            .collect()
     }
 
     pub async fn rows(&self) -> i64 {
