@@ -10,7 +10,9 @@ use docflow_runtime::handler::class::{DATABASE, EMPTY, PRODUCE};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, idempotent_producer, send_event};
 use docflow_runtime::{ConsumerSpec, Handler, HandlerError, Record};
-use docflow_store::{Blobs, Deliveries, ResultStore, StageRun, StageStatus, StoreError};
+use docflow_store::{
+    Blobs, Deliveries, ResultStore, StageRun, StageStatus, StoreError, TextKey, TextStore,
+};
 use rdkafka::producer::FutureProducer;
 
 use crate::{Document, Stage, StageArgs, StageError, StoreLedger, class};
@@ -21,6 +23,7 @@ pub struct StageHandler<S> {
     blobs: Blobs,
     results: ResultStore,
     deliveries: Deliveries,
+    text: TextStore,
     codec: EventCodec,
     producer: FutureProducer,
     processed_topic: String,
@@ -51,6 +54,7 @@ impl<S: Stage> StageHandler<S> {
             stage,
             blobs,
             deliveries: Deliveries::new(pool.clone()),
+            text: TextStore::new(pool.clone()),
             results: ResultStore::new(pool),
             codec: docflow_runtime::codec(&args.registry)?,
             producer: idempotent_producer(&args.kafka, &client_id::<S>(args))?,
@@ -202,6 +206,17 @@ impl<S: Stage> Handler for StageHandler<S> {
                 .await
                 .map_err(|e| HandlerError::transient(class::OBJECT_STORE, e))?;
             run.result_ref = Some(key.to_string());
+        }
+        if let Some(text) = &output.text {
+            // Before the done row: a crash in between redoes the document and finds these
+            // rows already there (they are keyed like the run).
+            let key = TextKey {
+                tenant_id: tenant,
+                document_id: doc,
+                stage: S::NAME,
+                stage_version: S::VERSION,
+            };
+            self.text.put(key, text).await.map_err(db)?;
         }
         run.idempotency_key = Some(document.idempotency_key);
         run.output = output.summary.map(|s| s.to_string());

@@ -37,11 +37,14 @@ use std::future::Future;
 use bytes::Bytes;
 use docflow_events::DocUploaded;
 use docflow_runtime::HandlerError;
+pub use docflow_store::text::{ChunkRow, DocumentText, PageText, TextSource};
 
 mod args;
 pub mod isolate;
 mod layer;
 mod ledger;
+#[cfg(feature = "media")]
+pub mod media;
 
 pub use args::StageArgs;
 pub use layer::{StageHandler, run_until};
@@ -99,6 +102,9 @@ pub struct Output {
     /// A small JSON summary shown in the job view (`output`); a `text` or `summary` string
     /// field there is surfaced on the job itself.
     pub summary: Option<serde_json::Value>,
+    /// Pages of text and embedded chunks (text stages), stored in the result store's
+    /// `document_pages` / `document_chunks` before the run is recorded.
+    pub text: Option<DocumentText>,
 }
 
 impl Output {
@@ -108,6 +114,12 @@ impl Output {
             extension,
             bytes: bytes.into(),
         });
+        self
+    }
+
+    /// With the document's pages and chunks.
+    pub fn text(mut self, text: DocumentText) -> Self {
+        self.text = Some(text);
         self
     }
 

@@ -37,6 +37,92 @@ pub enum BlobError {
     /// The store failed (I/O); usually worth retrying.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
+    /// Writing or moving a staged blob failed.
+    #[error("staged blob {path}: {source}")]
+    Staging {
+        /// The staged file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where blobs being received are written before they have a key: a directory of the store's
+/// root (the same file system, so committing is one rename). Staged files are named by a
+/// 32-digit UUID and a document's key ends in a 64-digit hash, so even a tenant named
+/// `.incoming` could never name a staged file.
+const INCOMING: &str = ".incoming";
+
+/// A blob being written before its key is known (an upload is keyed by the hash of its
+/// bytes, known only at the end). Bytes go to a file in the store's directory as they arrive,
+/// so a slow or large upload holds a file, not memory. [`Staged::commit`] moves it under its
+/// key atomically; dropping it uncommitted removes the file.
+#[derive(Debug)]
+pub struct Staged {
+    file: Option<tokio::fs::File>,
+    path: PathBuf,
+    len: u64,
+    committed: bool,
+}
+
+impl Staged {
+    fn io(&self, source: std::io::Error) -> BlobError {
+        BlobError::Staging {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Appends `chunk`.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        use tokio::io::AsyncWriteExt;
+        let Some(file) = self.file.as_mut() else {
+            return Err(self.io(std::io::Error::other("already finished")));
+        };
+        let written = file.write_all(chunk).await;
+        written.map_err(|e| self.io(e))?;
+        self.len += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The staged file (to read it back for checks before committing).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes the bytes to disk; the blob can be read back from [`Staged::path`] after.
+    pub async fn finish(&mut self) -> Result<(), BlobError> {
+        use tokio::io::AsyncWriteExt;
+        if let Some(mut file) = self.file.take() {
+            let flushed = async {
+                file.flush().await?;
+                file.sync_data().await
+            }
+            .await;
+            flushed.map_err(|e| self.io(e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: an uncommitted upload (refused, timed out, duplicate) leaves nothing.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// A local object store rooted at one directory.
@@ -124,6 +210,41 @@ impl Blobs {
         Ok(())
     }
 
+    /// A new blob to write before its key is known; see [`Staged`].
+    pub async fn stage(&self) -> Result<Staged, BlobError> {
+        let dir = self.root.join(INCOMING);
+        let path = dir.join(uuid::Uuid::new_v4().simple().to_string());
+        let io = |source| BlobError::Staging {
+            path: path.clone(),
+            source,
+        };
+        tokio::fs::create_dir_all(&dir).await.map_err(io)?;
+        let file = tokio::fs::File::create(&path).await.map_err(io)?;
+        Ok(Staged {
+            file: Some(file),
+            path,
+            len: 0,
+            committed: false,
+        })
+    }
+
+    /// Moves a staged blob under `key` (atomically: one rename on the same file system;
+    /// readers see the old blob or the new one, never a part).
+    pub async fn commit(&self, mut staged: Staged, key: &Key) -> Result<(), BlobError> {
+        staged.finish().await?;
+        let target = self.store.path_to_filesystem(key)?;
+        let io = |source| BlobError::Staging {
+            path: staged.path.clone(),
+            source,
+        };
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+        }
+        tokio::fs::rename(&staged.path, &target).await.map_err(io)?;
+        staged.committed = true;
+        Ok(())
+    }
+
     /// The blob under `key`, or `None` when there is none.
     pub async fn get(&self, key: &Key) -> Result<Option<Bytes>, BlobError> {
         match self.store.get(key).await {
@@ -172,6 +293,37 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn staged_blobs_commit_under_a_key_or_vanish() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(dir.path()).unwrap();
+        let mut staged = blobs.stage().await.unwrap();
+        staged.write(b"hel").await.unwrap();
+        staged.write(b"lo").await.unwrap();
+        assert_eq!(staged.len(), 5);
+        staged.finish().await.unwrap();
+        let path = staged.path().to_owned();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"hello",
+            "written to the staged file"
+        );
+        let key = Blobs::key(["t", "doc"]);
+        blobs.commit(staged, &key).await.unwrap();
+        assert!(!path.exists());
+        assert_eq!(
+            blobs.get(&key).await.unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+
+        let mut dropped = blobs.stage().await.unwrap();
+        dropped.write(b"partial").await.unwrap();
+        let path = dropped.path().to_owned();
+        assert!(path.exists());
+        drop(dropped);
+        assert!(!path.exists(), "an uncommitted blob leaves nothing");
     }
 
     #[test]

@@ -16,12 +16,14 @@ pub mod deliveries;
 pub mod jobs;
 pub mod results;
 pub mod scratch;
+pub mod text;
 pub mod tokens;
 
-pub use blobs::{BlobError, Blobs};
+pub use blobs::{BlobError, Blobs, Staged};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use results::{ResultStore, StageRun, StageStatus};
+pub use text::{ChunkRow, DocumentText, PageText, TextKey, TextSource, TextStore};
 pub use tokens::{TokenInfo, Tokens};
 
 /// The migrations of the docflow database (ingest jobs, stage results, API tokens), shared by every

@@ -6,9 +6,8 @@
 
 use std::io::Cursor;
 use std::path::Path;
-use std::sync::OnceLock;
 
-use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+use image::{DynamicImage, ImageFormat};
 use pdfium_render::prelude::{PdfRenderConfig, Pdfium};
 
 /// Why a document cannot be rendered (permanent) or the renderer cannot start.
@@ -64,32 +63,24 @@ pub struct Renderer {
     max_px: u32,
 }
 
-/// pdfium binds once per process (its bindings are global).
-static PDFIUM: OnceLock<Pdfium> = OnceLock::new();
+use docflow_stage::media::{self, MediaError};
+pub use docflow_stage::media::{MAX_PIXELS, MAX_SIDE};
 
-/// Largest decoded image accepted (decompression bombs are refused, not rendered).
-const MAX_DECODE_BYTES: u64 = 512 * 1024 * 1024;
-
-/// Longest image side accepted, pixels (an A0 page scanned at 600 dpi is ~20,000 x 28,000).
-pub const MAX_SIDE: u32 = 30_000;
-
-/// Most pixels of an image accepted (an A3 page at 600 dpi is ~70 million).
-pub const MAX_PIXELS: u64 = 100_000_000;
+impl From<MediaError> for RenderError {
+    fn from(e: MediaError) -> Self {
+        match e {
+            MediaError::Library { path, message } => RenderError::Library { path, message },
+            MediaError::Unsupported => RenderError::Unsupported,
+            MediaError::Image(m) => RenderError::Image(m),
+            MediaError::TooLarge { width, height } => RenderError::TooLarge { width, height },
+        }
+    }
+}
 
 impl Renderer {
     /// Loads pdfium from `library` (once per process) and renders into `max_px` squares.
     pub fn new(library: &Path, max_px: u32) -> Result<Self, RenderError> {
-        let pdfium = match PDFIUM.get() {
-            Some(p) => p,
-            None => {
-                let bindings =
-                    Pdfium::bind_to_library(library).map_err(|e| RenderError::Library {
-                        path: library.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-                PDFIUM.get_or_init(|| Pdfium::new(bindings))
-            }
-        };
+        let pdfium = media::pdfium(library)?;
         Ok(Renderer {
             pdfium,
             max_px: max_px.clamp(16, 4096),
@@ -148,33 +139,7 @@ impl Renderer {
     }
 
     fn image(&self, bytes: &[u8]) -> Result<DynamicImage, RenderError> {
-        let format = image::guess_format(bytes).map_err(|_| RenderError::Unsupported)?;
-        if !matches!(
-            format,
-            ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::Tiff
-        ) {
-            return Err(RenderError::Unsupported);
-        }
-        // The cost of a decode is bounded by its header, checked before any pixel is read:
-        // a 1 x 500,000,000 grey PNG is a few hundred kilobytes and half a gigabyte decoded.
-        let (width, height) = ImageReader::with_format(Cursor::new(bytes), format)
-            .into_dimensions()
-            .map_err(|e| RenderError::Image(e.to_string()))?;
-        if width > MAX_SIDE
-            || height > MAX_SIDE
-            || u64::from(width) * u64::from(height) > MAX_PIXELS
-        {
-            return Err(RenderError::TooLarge { width, height });
-        }
-        let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
-        let mut limits = Limits::default();
-        limits.max_alloc = Some(MAX_DECODE_BYTES);
-        limits.max_image_width = Some(MAX_SIDE);
-        limits.max_image_height = Some(MAX_SIDE);
-        reader.limits(limits);
-        reader
-            .decode()
-            .map_err(|e| RenderError::Image(e.to_string()))
+        Ok(media::decode_image(bytes)?)
     }
 }
 

@@ -1,0 +1,352 @@
+//! Text a stage extracted from a document: pages (with where the text came from) and chunks
+//! with their embeddings, for the job view and for search.
+//!
+//! Rows are keyed by (tenant, document, stage, stage version, page | chunk) and inserted with
+//! `ON CONFLICT DO NOTHING`, all of one document in one transaction, before the stage's
+//! `done` run is recorded: a redelivery after a crash writes the same rows again harmlessly,
+//! and a replay with the same version writes nothing. Readers take the newest version.
+
+use sqlx::{AnyPool, Row};
+
+use crate::StoreError;
+
+/// Where a page's text came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextSource {
+    /// The PDF's own text layer.
+    TextLayer,
+    /// Optical character recognition of the rendered page or the image.
+    Ocr,
+}
+
+impl TextSource {
+    /// The stored (and API) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TextSource::TextLayer => "text_layer",
+            TextSource::Ocr => "ocr",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text_layer" => Some(TextSource::TextLayer),
+            "ocr" => Some(TextSource::Ocr),
+            _ => None,
+        }
+    }
+}
+
+/// One page's text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageText {
+    /// Page number, from 1.
+    pub page: u32,
+    /// Where the text came from.
+    pub source: TextSource,
+    /// Mean recognition confidence of the page's lines (OCR only), 0..1.
+    pub confidence: Option<f32>,
+    /// The text, lines in reading order.
+    pub text: String,
+}
+
+/// One chunk of a page and its embedding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRow {
+    /// Page number, from 1.
+    pub page: u32,
+    /// Byte range in the page's text.
+    pub start: usize,
+    /// End of it.
+    pub end: usize,
+    /// The chunk's text.
+    pub text: String,
+    /// Its unit vector.
+    pub vector: Vec<f32>,
+}
+
+/// A document's extracted text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DocumentText {
+    /// Pages, in order.
+    pub pages: Vec<PageText>,
+    /// Chunks, in order (numbered by position).
+    pub chunks: Vec<ChunkRow>,
+}
+
+/// Which document and stage run the rows belong to.
+#[derive(Debug, Clone, Copy)]
+pub struct TextKey<'a> {
+    /// Owning tenant.
+    pub tenant_id: &'a str,
+    /// Document id.
+    pub document_id: &'a str,
+    /// Stage name.
+    pub stage: &'a str,
+    /// Stage version.
+    pub stage_version: i32,
+}
+
+/// A search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// Document id.
+    pub document_id: String,
+    /// Page number.
+    pub page: u32,
+    /// Cosine similarity to the query.
+    pub score: f32,
+    /// The chunk's text.
+    pub text: String,
+}
+
+/// Little-endian f32s.
+pub fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The f32s of a little-endian blob (a trailing partial value is ignored).
+pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Page and chunk rows.
+#[derive(Debug, Clone)]
+pub struct TextStore {
+    pool: AnyPool,
+}
+
+fn int(v: u32) -> i64 {
+    i64::from(v)
+}
+
+fn size(v: usize) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl TextStore {
+    /// Over `pool` (migrated).
+    pub fn new(pool: AnyPool) -> Self {
+        TextStore { pool }
+    }
+
+    /// Stores a document's pages and chunks, in one transaction; rows already there stay.
+    pub async fn put(&self, key: TextKey<'_>, text: &DocumentText) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for p in &text.pages {
+            sqlx::query(
+                "INSERT INTO document_pages \
+                 (tenant_id, document_id, stage, stage_version, page, source, confidence, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            )
+            .bind(key.tenant_id)
+            .bind(key.document_id)
+            .bind(key.stage)
+            .bind(i64::from(key.stage_version))
+            .bind(int(p.page))
+            .bind(p.source.as_str())
+            .bind(p.confidence.map(f64::from))
+            .bind(&p.text)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (i, c) in text.chunks.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO document_chunks \
+                 (tenant_id, document_id, stage, stage_version, chunk, page, start_byte, end_byte, body, vector) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+            )
+            .bind(key.tenant_id)
+            .bind(key.document_id)
+            .bind(key.stage)
+            .bind(i64::from(key.stage_version))
+            .bind(size(i))
+            .bind(int(c.page))
+            .bind(size(c.start))
+            .bind(size(c.end))
+            .bind(&c.text)
+            .bind(vector_to_bytes(&c.vector))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The pages of a document from `stage` at its newest version with pages.
+    pub async fn pages(
+        &self,
+        tenant_id: &str,
+        document_id: &str,
+        stage: &str,
+    ) -> Result<Vec<PageText>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT page, source, confidence, body FROM document_pages \
+             WHERE tenant_id = $1 AND document_id = $2 AND stage = $3 AND stage_version = \
+             (SELECT MAX(stage_version) FROM document_pages \
+              WHERE tenant_id = $1 AND document_id = $2 AND stage = $3) \
+             ORDER BY page",
+        )
+        .bind(tenant_id)
+        .bind(document_id)
+        .bind(stage)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let page: i64 = r.try_get("page")?;
+            let source: String = r.try_get("source")?;
+            let confidence: Option<f64> = r.try_get("confidence")?;
+            out.push(PageText {
+                page: u32::try_from(page).unwrap_or(0),
+                source: TextSource::parse(&source).unwrap_or(TextSource::Ocr),
+                #[allow(clippy::cast_possible_truncation)]
+                confidence: confidence.map(|c| c as f32),
+                text: r.try_get("body")?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The `k` chunks of `tenant_id` (from `stage`, each document at its newest version)
+    /// closest to `query` (a unit vector), best first. Exact: every chunk of the tenant is
+    /// scored (the cost is stated in bench/results/ocr-embed.md).
+    pub async fn search(
+        &self,
+        tenant_id: &str,
+        stage: &str,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        use futures::TryStreamExt;
+        let mut rows = sqlx::query(
+            "SELECT c.document_id, c.page, c.body, c.vector FROM document_chunks c \
+             WHERE c.tenant_id = $1 AND c.stage = $2 AND c.stage_version = \
+             (SELECT MAX(v.stage_version) FROM document_chunks v \
+              WHERE v.tenant_id = c.tenant_id AND v.document_id = c.document_id AND v.stage = c.stage)",
+        )
+        .bind(tenant_id)
+        .bind(stage)
+        .fetch(&self.pool);
+        // A bounded min-heap of the best k, scored as rows stream in.
+        let mut best: Vec<Hit> = Vec::with_capacity(k + 1);
+        while let Some(row) = rows.try_next().await? {
+            let blob: Vec<u8> = row.try_get("vector")?;
+            let v = vector_from_bytes(&blob);
+            let score: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
+            if best.len() == k && best.last().is_some_and(|w| w.score >= score) {
+                continue;
+            }
+            let page: i64 = row.try_get("page")?;
+            let hit = Hit {
+                document_id: row.try_get("document_id")?,
+                page: u32::try_from(page).unwrap_or(0),
+                score,
+                text: row.try_get("body")?,
+            };
+            let at = best.partition_point(|h| h.score >= score);
+            best.insert(at, hit);
+            best.truncate(k);
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_round_trip_as_little_endian() {
+        let v = vec![0.5f32, -1.25, f32::MIN_POSITIVE, 3.0];
+        let b = vector_to_bytes(&v);
+        assert_eq!(b.len(), 16);
+        assert_eq!(&b[..4], &0.5f32.to_le_bytes());
+        assert_eq!(vector_from_bytes(&b), v);
+        assert_eq!(vector_from_bytes(&b[..7]), vec![0.5]);
+    }
+
+    #[tokio::test]
+    async fn put_is_idempotent_and_search_stays_in_the_tenant() {
+        for db in crate::scratch::ScratchDb::all().await.unwrap() {
+            let pool = crate::open(&db.url, 2).await.unwrap();
+            exercise(&TextStore::new(pool)).await;
+            db.drop_now().await.unwrap();
+        }
+    }
+
+    async fn exercise(store: &TextStore) {
+        let unit = |x: f32, y: f32| {
+            let n = (x * x + y * y).sqrt();
+            vec![x / n, y / n]
+        };
+        let doc = |v: Vec<f32>| DocumentText {
+            pages: vec![PageText {
+                page: 1,
+                source: TextSource::Ocr,
+                confidence: Some(0.9),
+                text: "hello world".into(),
+            }],
+            chunks: vec![ChunkRow {
+                page: 1,
+                start: 0,
+                end: 11,
+                text: "hello world".into(),
+                vector: v,
+            }],
+        };
+        let key = |tenant, document| TextKey {
+            tenant_id: tenant,
+            document_id: document,
+            stage: "ocr-embeddings",
+            stage_version: 1,
+        };
+        store
+            .put(key("a", "d1"), &doc(unit(1.0, 0.0)))
+            .await
+            .unwrap();
+        store
+            .put(key("a", "d1"), &doc(unit(0.0, 1.0)))
+            .await
+            .unwrap();
+        store
+            .put(key("a", "d2"), &doc(unit(1.0, 1.0)))
+            .await
+            .unwrap();
+        store
+            .put(key("b", "d3"), &doc(unit(1.0, 0.0)))
+            .await
+            .unwrap();
+        let hits = store
+            .search("a", "ocr-embeddings", &unit(1.0, 0.0), 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            hits.len(),
+            2,
+            "one chunk per document, tenant a only: {hits:?}"
+        );
+        assert_eq!(hits[0].document_id, "d1", "the first put stays");
+        assert!((hits[0].score - 1.0).abs() < 1e-6);
+        assert_eq!(hits[1].document_id, "d2");
+        let top1 = store
+            .search("a", "ocr-embeddings", &unit(0.0, 1.0), 1)
+            .await
+            .unwrap();
+        assert_eq!(top1.len(), 1);
+        assert_eq!(top1[0].document_id, "d2");
+        let pages = store.pages("a", "d1", "ocr-embeddings").await.unwrap();
+        assert_eq!(pages.len(), 1);
+        assert_eq!(pages[0].source, TextSource::Ocr);
+        assert!(
+            store
+                .pages("b", "d1", "ocr-embeddings")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
