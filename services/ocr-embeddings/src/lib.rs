@@ -1,0 +1,301 @@
+//! `docflow-ocr-embeddings`: consumer group `ocr-embeddings` of `doc.uploaded`.
+//!
+//! For each document: the text of every page (a PDF page's own text layer when it holds real
+//! text, otherwise the page rasterised and read by PP-OCR; images read by OCR), cut into
+//! chunks the embedding model sees whole, each chunk embedded with all-MiniLM-L6-v2, and an
+//! extractive summary (the sentences closest to the document's mean). Pages and chunk vectors
+//! go to the result store (`document_pages`, `document_chunks`), where ingest's
+//! `GET /v1/search` finds them; the run is recorded and announced on `doc.processed` by the
+//! stage layer, keyed by sha256(bytes ‖ stage ‖ version) like every stage.
+//!
+//! Reading pages (pdfium, image decoding, onnxruntime) runs in isolated worker processes
+//! ([`docflow_stage::isolate`]); embedding runs in this process, one model shared by every
+//! in-flight document through a token-budget batcher ([`docflow_embed::Batcher`]).
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use docflow_config::TelemetryArgs;
+use docflow_embed::{Batcher, EmbedArgs, Embedder};
+use docflow_stage::StageArgs;
+use docflow_stage::isolate::{IsolationArgs, IsolationError, WorkerInvocation, WorkerPool};
+
+pub mod ocr;
+pub mod pages;
+pub mod stage;
+
+pub use stage::{OcrEmbeddings, STAGE_VERSION};
+
+/// Command line of `docflow-ocr-embeddings`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "docflow-ocr-embeddings",
+    version,
+    about = "docflow stage: page text (text layer or OCR), chunk embeddings, summaries",
+    // OCR of a long scan takes minutes, not the seconds a thumbnail takes.
+    mut_arg("worker_memory", |a| a.default_value("2GiB")),
+    mut_arg("worker_cpu", |a| a.default_value("600s")),
+    mut_arg("worker_timeout", |a| a.default_value("900s")),
+)]
+pub struct Config {
+    /// Path of `libpdfium.so` (`make tools` links it under .tools/lib).
+    #[arg(
+        long,
+        env = "DOCFLOW_PDFIUM_LIB",
+        default_value = ".tools/lib/libpdfium.so"
+    )]
+    pub pdfium_lib: PathBuf,
+
+    /// OCR options and the page limits.
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    /// Sentences in a document's extractive summary.
+    #[arg(long, env = "DOCFLOW_SUMMARY_SENTENCES", default_value_t = 3)]
+    pub summary_sentences: usize,
+
+    /// The embedding model.
+    #[command(flatten)]
+    pub embed: EmbedArgs,
+
+    /// Group, topics, Kafka, registry, database, object store, consumer runtime.
+    #[command(flatten)]
+    pub stage: StageArgs,
+
+    /// Limits of the page-reading worker processes (memory, CPU time, wall-clock time).
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
+
+    /// Logging.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+/// How pages are read, and the limits of one document.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReadArgs {
+    /// Directory of the PP-OCR models (`PP-OCRv6_det_small.onnx`, `PP-OCRv6_rec_small.onnx`;
+    /// `make tools` links it as .tools/models/ppocr).
+    #[arg(
+        long,
+        env = "DOCFLOW_OCR_MODELS",
+        default_value = ".tools/models/ppocr"
+    )]
+    pub ocr_models: PathBuf,
+
+    /// Path of `libonnxruntime.so` (`make tools` links it under .tools/lib).
+    #[arg(
+        long,
+        env = "DOCFLOW_ONNXRUNTIME_LIB",
+        default_value = ".tools/lib/libonnxruntime.so"
+    )]
+    pub onnxruntime_lib: PathBuf,
+
+    /// Threads of one worker's OCR (0: onnxruntime's default, one per core).
+    #[arg(long, env = "DOCFLOW_OCR_THREADS", default_value_t = 0)]
+    pub ocr_threads: usize,
+
+    /// Longest side an image or page is scaled to before OCR (RapidOCR's default: 2000).
+    #[arg(long, env = "DOCFLOW_OCR_MAX_SIDE", default_value_t = 2000)]
+    pub ocr_max_side: u32,
+
+    /// OCR lines under this mean character confidence are dropped.
+    #[arg(long, env = "DOCFLOW_OCR_MIN_CONFIDENCE", default_value_t = 0.5)]
+    pub ocr_min_confidence: f32,
+
+    /// Resolution pages without a text layer are rasterised at (then capped by
+    /// --ocr-max-side and --max-page-pixels).
+    #[arg(long, env = "DOCFLOW_OCR_DPI", default_value_t = 300.0)]
+    pub dpi: f32,
+
+    /// Most pages of a document; more is a permanent error (`over_limits`).
+    #[arg(long, env = "DOCFLOW_MAX_PAGES", default_value_t = 500)]
+    pub max_pages: u32,
+
+    /// Most pixels of an image document; a larger one is refused before decoding
+    /// (`over_limits`). Rasterised PDF pages are scaled to fit instead.
+    #[arg(long, env = "DOCFLOW_MAX_PAGE_PIXELS", default_value_t = 40_000_000)]
+    pub max_page_pixels: u64,
+
+    /// Most pixels rasterised or decoded for OCR in one document (`over_limits` past it,
+    /// known before the first page is rasterised).
+    #[arg(
+        long,
+        env = "DOCFLOW_MAX_TOTAL_PIXELS",
+        default_value_t = 1_000_000_000
+    )]
+    pub max_total_pixels: u64,
+}
+
+impl ReadArgs {
+    /// The worker's arguments for these settings.
+    fn worker_args(&self, pdfium_lib: &Path) -> Vec<String> {
+        let mut args = vec!["--pdfium-lib".to_owned(), pdfium_lib.display().to_string()];
+        for (flag, value) in [
+            ("--ocr-models", self.ocr_models.display().to_string()),
+            (
+                "--onnxruntime-lib",
+                self.onnxruntime_lib.display().to_string(),
+            ),
+            ("--ocr-threads", self.ocr_threads.to_string()),
+            ("--ocr-max-side", self.ocr_max_side.to_string()),
+            ("--ocr-min-confidence", self.ocr_min_confidence.to_string()),
+            ("--dpi", self.dpi.to_string()),
+            ("--max-pages", self.max_pages.to_string()),
+            ("--max-page-pixels", self.max_page_pixels.to_string()),
+            ("--max-total-pixels", self.max_total_pixels.to_string()),
+        ] {
+            args.push(flag.to_owned());
+            args.push(value);
+        }
+        args
+    }
+
+    /// Every file reading needs, or a message that names it and `make tools`.
+    pub fn check_files(&self, pdfium_lib: &Path) -> Result<(), String> {
+        let det = self.ocr_models.join(ocr::DET_MODEL);
+        let rec = self.ocr_models.join(ocr::REC_MODEL);
+        for (what, path) in [
+            ("libpdfium", pdfium_lib),
+            ("onnxruntime library", self.onnxruntime_lib.as_path()),
+            ("OCR detection model", det.as_path()),
+            ("OCR recognition model", rec.as_path()),
+        ] {
+            if !path.is_file() {
+                return Err(format!(
+                    "{what} not found at {} (run `make tools` to install it)",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// The stage inside a local stack (the harness, `docflow dev`): `stage` says where, the
+    /// tools are those under `tools_dir` (a checkout's `.tools`), every other setting keeps
+    /// its command-line default.
+    pub fn local(stage: StageArgs, tools_dir: &Path) -> Result<Self, clap::Error> {
+        let mut config = Self::try_parse_from(["docflow-ocr-embeddings"])?;
+        config.pdfium_lib = tools_dir.join("lib/libpdfium.so");
+        config.read.ocr_models = tools_dir.join("models/ppocr");
+        config.read.onnxruntime_lib = tools_dir.join("lib/libonnxruntime.so");
+        config.embed.embed_model_dir = tools_dir.join("models/minilm");
+        config.stage = stage;
+        Ok(config)
+    }
+}
+
+/// The page-reading workers: this binary's worker mode under `isolation`'s limits.
+pub fn read_pool(
+    pdfium_lib: &Path,
+    read: &ReadArgs,
+    isolation: IsolationArgs,
+) -> Result<WorkerPool, IsolationError> {
+    WorkerPool::new(isolation, read.worker_args(pdfium_lib))
+}
+
+/// The stage, its metrics registered in `registry`: the model loaded, one page-reading
+/// worker started and probed (a missing model or library fails here, naming `make tools`,
+/// rather than on every document).
+pub async fn build(
+    config: &Config,
+    registry: &prometheus::Registry,
+) -> anyhow::Result<OcrEmbeddings> {
+    config
+        .read
+        .check_files(&config.pdfium_lib)
+        .map_err(anyhow::Error::msg)?;
+    let embedder = Embedder::load(&config.embed.embed_model_dir, &config.embed.device)?;
+    tracing::info!(
+        device = embedder.device_name(),
+        reason = "no GPU path in this build: embeddings run on the CPU (candle)",
+        "embedding model loaded"
+    );
+    let batcher = Batcher::start(embedder, config.embed.max_batch_tokens)?;
+    let pool = read_pool(&config.pdfium_lib, &config.read, config.isolation.clone())?;
+    pool.run(&probe_png()?)
+        .await
+        .map_err(|e| anyhow::anyhow!("the page-reading worker does not work: {e}"))?;
+    Ok(OcrEmbeddings::new(
+        pool,
+        batcher,
+        stage::Settings {
+            chunk_overlap: config.embed.chunk_overlap,
+            summary_sentences: config.summary_sentences,
+        },
+        registry,
+    )?)
+}
+
+/// Runs the stage until `shutdown`, then drains in-flight documents and commits.
+pub async fn run_until(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let registry = prometheus::Registry::new();
+    let stage = build(&config, &registry).await?;
+    docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
+    Ok(())
+}
+
+/// Runs the stage until SIGINT/SIGTERM.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    run_until(config, docflow_runtime::shutdown::signal()).await
+}
+
+/// A blank 8 x 8 PNG: the start-up probe of the workers (it runs detection, finds nothing).
+fn probe_png() -> anyhow::Result<Vec<u8>> {
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
+        8,
+        8,
+        image::Rgb([255, 255, 255]),
+    ))
+    .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
+    Ok(png)
+}
+
+/// What a page-reading worker is started with (after the isolation arguments).
+#[derive(Debug, Parser)]
+#[command(no_binary_name = true)]
+struct WorkerConfig {
+    #[arg(long)]
+    pdfium_lib: PathBuf,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+/// The page-reading worker: this binary started by the stage's [`WorkerPool`]. Loads pdfium
+/// and the OCR models, limits itself and reads documents from stdin until the stage closes
+/// it. Answers are JSON [`pages::Extracted`]; refusals are `class\nmessage`.
+pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
+    let config = WorkerConfig::try_parse_from(&worker.stage_args)?;
+    let read = &config.read;
+    let engine = ocr::Ocr::load(ocr::OcrConfig {
+        models: read.ocr_models.clone(),
+        runtime: read.onnxruntime_lib.clone(),
+        threads: read.ocr_threads,
+        max_side: read.ocr_max_side,
+        min_confidence: read.ocr_min_confidence,
+    })?;
+    let limits = pages::Limits {
+        max_pages: read.max_pages,
+        max_page_pixels: read.max_page_pixels,
+        max_total_pixels: read.max_total_pixels,
+        dpi: read.dpi,
+        max_side: read.ocr_max_side,
+    };
+    let mut extractor = pages::Extractor::new(&config.pdfium_lib, engine, limits)?;
+    worker.serve(|bytes| {
+        extractor
+            .extract(bytes)
+            .map_err(|e| format!("{}\n{e}", e.class()))
+            .and_then(|x| {
+                serde_json::to_vec(&x).map_err(|e| format!("{}\n{e}", stage::class::OCR_FAILED))
+            })
+    })?;
+    Ok(())
+}

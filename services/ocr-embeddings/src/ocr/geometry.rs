@@ -1,0 +1,741 @@
+//! The geometry of the DB text detector's post-process, without OpenCV:
+//!
+//! * [`detect_boxes`]: threshold the probability map, label 8-connected regions, take each
+//!   region's convex hull and its minimum-area rotated rectangle (rotating calipers), score it
+//!   by the mean probability inside, "unclip" it (the detector was trained on text shrunk by
+//!   `d = area · ratio / perimeter`; growing each side by `d` restores it) and scale it to the
+//!   image;
+//! * [`reading_order`]: recursive XY-cut — split at the widest empty band, rows before
+//!   columns unless a column gutter is wider — so two-column pages read column by column;
+//! * [`crop_quad`]: a perspective warp of one box to an upright strip (bilinear, edges
+//!   replicated), turned a quarter when it is much taller than wide (vertical text).
+
+/// Longest side of a cropped strip; a box larger than this is sampled down.
+pub const MAX_CROP_SIDE: usize = 4096;
+
+/// The detector's output: one probability per pixel, row-major.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbMap<'a> {
+    /// Width of the map.
+    pub width: usize,
+    /// Height of the map.
+    pub height: usize,
+    /// `width * height` probabilities.
+    pub data: &'a [f32],
+}
+
+impl ProbMap<'_> {
+    fn at(&self, x: usize, y: usize) -> f32 {
+        self.data.get(y * self.width + x).copied().unwrap_or(0.0)
+    }
+}
+
+/// Parameters of the post-process (defaults: PaddleOCR's and RapidOCR's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DbParams {
+    /// A pixel is text above this probability.
+    pub threshold: f32,
+    /// A region is kept when its mean probability is at least this.
+    pub box_threshold: f32,
+    /// How much a region grows back (`d = area · ratio / perimeter`).
+    pub unclip_ratio: f32,
+    /// Regions with a shorter side (map pixels) are dropped.
+    pub min_size: f32,
+    /// At most this many regions are considered.
+    pub max_candidates: usize,
+}
+
+impl Default for DbParams {
+    fn default() -> Self {
+        DbParams {
+            threshold: 0.3,
+            box_threshold: 0.5,
+            unclip_ratio: 1.5,
+            min_size: 3.0,
+            max_candidates: 1000,
+        }
+    }
+}
+
+/// Four corners: top-left, top-right, bottom-right, bottom-left.
+pub type Quad = [(f32, f32); 4];
+
+/// A detected text region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextBox {
+    /// Its corners in image pixels.
+    pub quad: Quad,
+    /// Mean probability inside it.
+    pub score: f32,
+}
+
+/// An RGB image, row-major, 3 bytes a pixel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rgb {
+    /// Width, pixels.
+    pub width: usize,
+    /// Height, pixels.
+    pub height: usize,
+    /// `width * height * 3` bytes.
+    pub data: Vec<u8>,
+}
+
+/// The text boxes of `map`, scaled to an image of `image_width` x `image_height`.
+pub fn detect_boxes(
+    map: &ProbMap<'_>,
+    params: &DbParams,
+    image_width: usize,
+    image_height: usize,
+) -> Vec<TextBox> {
+    let (w, h) = (map.width, map.height);
+    if w == 0 || h == 0 || map.data.len() < w * h {
+        return Vec::new();
+    }
+    let sx = image_width as f32 / w as f32;
+    let sy = image_height as f32 / h as f32;
+    let mut seen = vec![false; w * h];
+    let mut boxes = Vec::new();
+    let mut candidates = 0usize;
+    let mut stack = Vec::new();
+    for start in 0..w * h {
+        if seen[start] || map.data[start] <= params.threshold {
+            continue;
+        }
+        candidates += 1;
+        if candidates > params.max_candidates {
+            break;
+        }
+        // Flood fill (8-connected); keep each row's leftmost and rightmost pixel, which is
+        // all the convex hull needs.
+        let mut rows: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
+        seen[start] = true;
+        stack.push(start);
+        while let Some(i) = stack.pop() {
+            let (x, y) = (i % w, i / w);
+            let row = rows.entry(y).or_insert((x, x));
+            row.0 = row.0.min(x);
+            row.1 = row.1.max(x);
+            for dy in -1i64..=1 {
+                for dx in -1i64..=1 {
+                    let (nx, ny) = (x as i64 + dx, y as i64 + dy);
+                    if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 {
+                        continue;
+                    }
+                    let j = ny as usize * w + nx as usize;
+                    if !seen[j] && map.data[j] > params.threshold {
+                        seen[j] = true;
+                        stack.push(j);
+                    }
+                }
+            }
+        }
+        let mut points: Vec<(f32, f32)> = Vec::with_capacity(rows.len() * 2);
+        for (&y, &(x0, x1)) in &rows {
+            points.push((x0 as f32, y as f32));
+            if x1 != x0 {
+                points.push((x1 as f32, y as f32));
+            }
+        }
+        let hull = convex_hull(points);
+        let Some(rect) = min_area_rect(&hull) else {
+            continue;
+        };
+        if rect.short_side() < params.min_size {
+            continue;
+        }
+        let score = mean_inside(map, &rect.corners());
+        if score < params.box_threshold {
+            continue;
+        }
+        let grown = rect.unclip(params.unclip_ratio);
+        if grown.short_side() < params.min_size + 2.0 {
+            continue;
+        }
+        let quad = order_corners(grown.corners()).map(|(x, y)| {
+            (
+                (x * sx).clamp(0.0, image_width as f32),
+                (y * sy).clamp(0.0, image_height as f32),
+            )
+        });
+        boxes.push(TextBox { quad, score });
+    }
+    boxes
+}
+
+/// Andrew's monotone chain; counter-clockwise (in y-down coordinates: clockwise on screen),
+/// without repeated points.
+fn convex_hull(mut points: Vec<(f32, f32)>) -> Vec<(f32, f32)> {
+    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    points.dedup();
+    if points.len() < 3 {
+        return points;
+    }
+    let cross = |o: (f32, f32), a: (f32, f32), b: (f32, f32)| {
+        (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
+    };
+    let mut hull: Vec<(f32, f32)> = Vec::with_capacity(points.len() * 2);
+    for pass in 0..2 {
+        let start = hull.len();
+        let iter: Box<dyn Iterator<Item = &(f32, f32)>> = if pass == 0 {
+            Box::new(points.iter())
+        } else {
+            Box::new(points.iter().rev())
+        };
+        for &p in iter {
+            while hull.len() >= start + 2
+                && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) <= 0.0
+            {
+                hull.pop();
+            }
+            hull.push(p);
+        }
+        hull.pop();
+    }
+    hull
+}
+
+/// A rotated rectangle: centre, unit axis `u` (and `v` perpendicular), half extents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rect {
+    centre: (f32, f32),
+    u: (f32, f32),
+    half: (f32, f32),
+}
+
+impl Rect {
+    fn short_side(&self) -> f32 {
+        2.0 * self.half.0.min(self.half.1)
+    }
+
+    fn corners(&self) -> [(f32, f32); 4] {
+        let (c, u) = (self.centre, self.u);
+        let v = (-u.1, u.0);
+        let at = |a: f32, b: f32| (c.0 + a * u.0 + b * v.0, c.1 + a * u.1 + b * v.1);
+        let (hu, hv) = self.half;
+        [at(-hu, -hv), at(hu, -hv), at(hu, hv), at(-hu, hv)]
+    }
+
+    /// Grown by `d = area · ratio / perimeter` on every side.
+    fn unclip(&self, ratio: f32) -> Rect {
+        let (w, h) = (2.0 * self.half.0, 2.0 * self.half.1);
+        let perimeter = 2.0 * (w + h);
+        let d = if perimeter > 0.0 {
+            w * h * ratio / perimeter
+        } else {
+            0.0
+        };
+        Rect {
+            half: (self.half.0 + d, self.half.1 + d),
+            ..*self
+        }
+    }
+}
+
+/// The minimum-area rectangle around a convex hull (rotating calipers: one side of it lies
+/// on a hull edge). `None` for an empty hull.
+fn min_area_rect(hull: &[(f32, f32)]) -> Option<Rect> {
+    let first = *hull.first()?;
+    if hull.len() == 1 {
+        return Some(Rect {
+            centre: first,
+            u: (1.0, 0.0),
+            half: (0.0, 0.0),
+        });
+    }
+    let mut best: Option<(f32, Rect)> = None;
+    for i in 0..hull.len() {
+        let (a, b) = (hull[i], hull[(i + 1) % hull.len()]);
+        let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+        let len = (dx * dx + dy * dy).sqrt();
+        if len == 0.0 {
+            continue;
+        }
+        let u = (dx / len, dy / len);
+        let v = (-u.1, u.0);
+        let (mut u0, mut u1, mut v0, mut v1) = (f32::MAX, f32::MIN, f32::MAX, f32::MIN);
+        for p in hull {
+            let pu = p.0 * u.0 + p.1 * u.1;
+            let pv = p.0 * v.0 + p.1 * v.1;
+            u0 = u0.min(pu);
+            u1 = u1.max(pu);
+            v0 = v0.min(pv);
+            v1 = v1.max(pv);
+        }
+        let area = (u1 - u0) * (v1 - v0);
+        if best.as_ref().is_none_or(|(a, _)| area < *a) {
+            let (cu, cv) = ((u0 + u1) / 2.0, (v0 + v1) / 2.0);
+            let centre = (cu * u.0 + cv * v.0, cu * u.1 + cv * v.1);
+            // Keep `u` the longer axis, pointing right: corners then come out in a stable order.
+            let (mut u, mut half) = (u, ((u1 - u0) / 2.0, (v1 - v0) / 2.0));
+            if half.1 > half.0 {
+                u = (-u.1, u.0);
+                half = (half.1, half.0);
+            }
+            if u.0 < 0.0 || (u.0 == 0.0 && u.1 < 0.0) {
+                u = (-u.0, -u.1);
+            }
+            best = Some((area, Rect { centre, u, half }));
+        }
+    }
+    best.map(|(_, r)| r)
+}
+
+/// Corners as top-left, top-right, bottom-right, bottom-left (PaddleOCR's `get_mini_boxes`:
+/// of the two leftmost points the upper is top-left; of the two rightmost the upper is
+/// top-right).
+fn order_corners(mut pts: [(f32, f32); 4]) -> Quad {
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (tl, bl) = if pts[0].1 <= pts[1].1 {
+        (pts[0], pts[1])
+    } else {
+        (pts[1], pts[0])
+    };
+    let (tr, br) = if pts[2].1 <= pts[3].1 {
+        (pts[2], pts[3])
+    } else {
+        (pts[3], pts[2])
+    };
+    [tl, tr, br, bl]
+}
+
+fn inside_convex(quad: &[(f32, f32); 4], p: (f32, f32)) -> bool {
+    let mut sign = 0i8;
+    for i in 0..4 {
+        let (a, b) = (quad[i], quad[(i + 1) % 4]);
+        let c = (b.0 - a.0) * (p.1 - a.1) - (b.1 - a.1) * (p.0 - a.0);
+        let s = if c > 0.0 {
+            1
+        } else if c < 0.0 {
+            -1
+        } else {
+            0
+        };
+        if s != 0 {
+            if sign != 0 && s != sign {
+                return false;
+            }
+            sign = s;
+        }
+    }
+    true
+}
+
+/// Mean probability of the map's pixels inside `quad` (PaddleOCR's `box_score_fast`).
+fn mean_inside(map: &ProbMap<'_>, quad: &[(f32, f32); 4]) -> f32 {
+    let clampx = |v: f32| (v.max(0.0) as usize).min(map.width - 1);
+    let clampy = |v: f32| (v.max(0.0) as usize).min(map.height - 1);
+    let x0 = clampx(quad.iter().map(|p| p.0).fold(f32::MAX, f32::min).floor());
+    let x1 = clampx(quad.iter().map(|p| p.0).fold(f32::MIN, f32::max).ceil());
+    let y0 = clampy(quad.iter().map(|p| p.1).fold(f32::MAX, f32::min).floor());
+    let y1 = clampy(quad.iter().map(|p| p.1).fold(f32::MIN, f32::max).ceil());
+    let (mut sum, mut n) = (0f64, 0usize);
+    for y in y0..=y1 {
+        for x in x0..=x1 {
+            if inside_convex(quad, (x as f32, y as f32)) {
+                sum += f64::from(map.at(x, y));
+                n += 1;
+            }
+        }
+    }
+    if n == 0 { 0.0 } else { (sum / n as f64) as f32 }
+}
+
+/// Axis-aligned bounds: x0, y0, x1, y1.
+fn bounds(q: &Quad) -> [f32; 4] {
+    let xs = q.iter().map(|p| p.0);
+    let ys = q.iter().map(|p| p.1);
+    [
+        xs.clone().fold(f32::MAX, f32::min),
+        ys.clone().fold(f32::MAX, f32::min),
+        xs.fold(f32::MIN, f32::max),
+        ys.fold(f32::MIN, f32::max),
+    ]
+}
+
+/// Puts `boxes` in reading order (recursive XY-cut, see the module docs).
+pub fn reading_order(boxes: &mut Vec<TextBox>) {
+    if boxes.len() < 2 {
+        return;
+    }
+    let rects: Vec<[f32; 4]> = boxes.iter().map(|b| bounds(&b.quad)).collect();
+    let mut heights: Vec<f32> = rects.iter().map(|r| r[3] - r[1]).collect();
+    heights.sort_by(f32::total_cmp);
+    let line_height = heights[heights.len() / 2].max(1.0);
+    let mut order = Vec::with_capacity(boxes.len());
+    xy_cut(&rects, (0..boxes.len()).collect(), line_height, &mut order);
+    let mut taken: Vec<Option<TextBox>> = std::mem::take(boxes).into_iter().map(Some).collect();
+    boxes.extend(order.into_iter().filter_map(|i| taken[i].take()));
+}
+
+/// The widest empty band across `axis` (0: a vertical gap between columns, 1: a horizontal
+/// gap between rows) among `idx`: (its width, the boxes before it, the boxes after it).
+fn widest_gap(
+    rects: &[[f32; 4]],
+    idx: &[usize],
+    axis: usize,
+) -> Option<(f32, Vec<usize>, Vec<usize>)> {
+    let mut sorted = idx.to_vec();
+    sorted.sort_by(|&a, &b| rects[a][axis].total_cmp(&rects[b][axis]));
+    let mut reach = f32::MIN;
+    let mut best: Option<(f32, usize)> = None;
+    for (k, &i) in sorted.iter().enumerate() {
+        if k > 0 {
+            let gap = rects[i][axis] - reach;
+            if gap > 0.0 && best.is_none_or(|(g, _)| gap > g) {
+                best = Some((gap, k));
+            }
+        }
+        reach = reach.max(rects[i][axis + 2]);
+    }
+    best.map(|(gap, k)| {
+        let after = sorted.split_off(k);
+        (gap, sorted, after)
+    })
+}
+
+fn xy_cut(rects: &[[f32; 4]], idx: Vec<usize>, line_height: f32, out: &mut Vec<usize>) {
+    if idx.len() < 2 {
+        out.extend(idx);
+        return;
+    }
+    let rows = widest_gap(rects, &idx, 1);
+    // A column gutter must be wider than a line is tall, or the words of one line would be
+    // read as columns.
+    let columns = widest_gap(rects, &idx, 0).filter(|(gap, _, _)| *gap > line_height);
+    let cut = match (rows, columns) {
+        (Some(r), Some(c)) => Some(if c.0 > r.0 { c } else { r }),
+        (r, c) => r.or(c),
+    };
+    match cut {
+        Some((_, before, after)) => {
+            xy_cut(rects, before, line_height, out);
+            xy_cut(rects, after, line_height, out);
+        }
+        None => {
+            // Overlapping rows (a skewed page): by line, then left to right.
+            let mut idx = idx;
+            idx.sort_by(|&a, &b| {
+                let (ca, cb) = (
+                    (rects[a][1] + rects[a][3]) / 2.0,
+                    (rects[b][1] + rects[b][3]) / 2.0,
+                );
+                if (ca - cb).abs() < line_height / 2.0 {
+                    rects[a][0].total_cmp(&rects[b][0])
+                } else {
+                    ca.total_cmp(&cb)
+                }
+            });
+            out.extend(idx);
+        }
+    }
+}
+
+/// Solves the 8 unknowns of the homography taking `from[i]` to `to[i]`.
+fn homography(from: &[(f32, f32); 4], to: &[(f32, f32); 4]) -> Option<[f64; 8]> {
+    let mut m = [[0f64; 9]; 8];
+    for i in 0..4 {
+        let (x, y) = (f64::from(from[i].0), f64::from(from[i].1));
+        let (u, v) = (f64::from(to[i].0), f64::from(to[i].1));
+        m[2 * i] = [x, y, 1.0, 0.0, 0.0, 0.0, -u * x, -u * y, u];
+        m[2 * i + 1] = [0.0, 0.0, 0.0, x, y, 1.0, -v * x, -v * y, v];
+    }
+    for col in 0..8 {
+        let pivot = (col..8).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        m.swap(col, pivot);
+        for row in 0..8 {
+            if row != col {
+                let f = m[row][col] / m[col][col];
+                let pivot_row = m[col];
+                for (cell, p) in m[row].iter_mut().zip(pivot_row).skip(col) {
+                    *cell -= f * p;
+                }
+            }
+        }
+    }
+    let mut h = [0f64; 8];
+    for (i, v) in h.iter_mut().enumerate() {
+        *v = m[i][8] / m[i][i];
+    }
+    Some(h)
+}
+
+fn dist(a: (f32, f32), b: (f32, f32)) -> f32 {
+    ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
+}
+
+/// The region `quad` of `image` warped to an upright strip (see the module docs).
+pub fn crop_quad(image: &Rgb, quad: &Quad) -> Rgb {
+    let w = dist(quad[0], quad[1])
+        .max(dist(quad[3], quad[2]))
+        .round()
+        .max(1.0);
+    let h = dist(quad[0], quad[3])
+        .max(dist(quad[1], quad[2]))
+        .round()
+        .max(1.0);
+    let scale = (MAX_CROP_SIDE as f32 / w.max(h)).min(1.0);
+    let (cw, ch) = (
+        ((w * scale).round() as usize).max(1),
+        ((h * scale).round() as usize).max(1),
+    );
+    let target = [
+        (0.0, 0.0),
+        (cw as f32, 0.0),
+        (cw as f32, ch as f32),
+        (0.0, ch as f32),
+    ];
+    let mut out = Rgb {
+        width: cw,
+        height: ch,
+        data: vec![0; cw * ch * 3],
+    };
+    if image.width == 0 || image.height == 0 || image.data.len() < image.width * image.height * 3 {
+        return out;
+    }
+    let Some(hm) = homography(&target, quad) else {
+        return out;
+    };
+    let pixel = |x: i64, y: i64, c: usize| -> f64 {
+        let x = x.clamp(0, image.width as i64 - 1) as usize;
+        let y = y.clamp(0, image.height as i64 - 1) as usize;
+        f64::from(image.data[(y * image.width + x) * 3 + c])
+    };
+    for ty in 0..ch {
+        for tx in 0..cw {
+            // Pixel centres map to pixel centres.
+            let (x, y) = (tx as f64 + 0.5, ty as f64 + 0.5);
+            let d = hm[6] * x + hm[7] * y + 1.0;
+            let sx = (hm[0] * x + hm[1] * y + hm[2]) / d - 0.5;
+            let sy = (hm[3] * x + hm[4] * y + hm[5]) / d - 0.5;
+            let (x0, y0) = (sx.floor(), sy.floor());
+            let (fx, fy) = (sx - x0, sy - y0);
+            let (x0, y0) = (x0 as i64, y0 as i64);
+            for c in 0..3 {
+                let top = pixel(x0, y0, c) * (1.0 - fx) + pixel(x0 + 1, y0, c) * fx;
+                let bottom = pixel(x0, y0 + 1, c) * (1.0 - fx) + pixel(x0 + 1, y0 + 1, c) * fx;
+                out.data[(ty * cw + tx) * 3 + c] = (top * (1.0 - fy) + bottom * fy).round() as u8;
+            }
+        }
+    }
+    if ch as f32 >= cw as f32 * 1.5 {
+        rotate_counterclockwise(&out)
+    } else {
+        out
+    }
+}
+
+/// A quarter turn anticlockwise (numpy's `rot90`): vertical text becomes a horizontal strip.
+fn rotate_counterclockwise(image: &Rgb) -> Rgb {
+    let (w, h) = (image.width, image.height);
+    let mut data = vec![0u8; w * h * 3];
+    for y in 0..h {
+        for x in 0..w {
+            // (x, y) goes to (y, w - 1 - x) in an h-wide image.
+            let (nx, ny) = (y, w - 1 - x);
+            let from = (y * w + x) * 3;
+            let to = (ny * h + nx) * 3;
+            data[to..to + 3].copy_from_slice(&image.data[from..from + 3]);
+        }
+    }
+    Rgb {
+        width: h,
+        height: w,
+        data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A map with 1.0 inside the given axis-aligned rectangles (x0, y0, x1, y1 inclusive).
+    fn map_with(w: usize, h: usize, rects: &[(usize, usize, usize, usize)]) -> Vec<f32> {
+        let mut data = vec![0.0; w * h];
+        for &(x0, y0, x1, y1) in rects {
+            for y in y0..=y1 {
+                for x in x0..=x1 {
+                    data[y * w + x] = 0.9;
+                }
+            }
+        }
+        data
+    }
+
+    #[test]
+    fn an_upright_region_becomes_its_unclipped_rectangle() {
+        let data = map_with(100, 40, &[(10, 10, 69, 19)]);
+        let map = ProbMap {
+            width: 100,
+            height: 40,
+            data: &data,
+        };
+        let boxes = detect_boxes(&map, &DbParams::default(), 200, 80);
+        assert_eq!(boxes.len(), 1);
+        let b = &boxes[0];
+        assert!((b.score - 0.9).abs() < 1e-3, "{}", b.score);
+        // 59 x 9 between pixel centres; d = 59*9*1.5/(2*68) = 5.856 on every side; then x2.
+        let d = 59.0 * 9.0 * 1.5 / 136.0;
+        let expect = [
+            (10.0 - d, 10.0 - d),
+            (69.0 + d, 10.0 - d),
+            (69.0 + d, 19.0 + d),
+            (10.0 - d, 19.0 + d),
+        ];
+        for (got, want) in b.quad.iter().zip(expect) {
+            assert!(
+                (got.0 - want.0 * 2.0).abs() < 0.01,
+                "{:?} vs {:?}",
+                b.quad,
+                expect
+            );
+            assert!(
+                (got.1 - want.1 * 2.0).abs() < 0.01,
+                "{:?} vs {:?}",
+                b.quad,
+                expect
+            );
+        }
+    }
+
+    #[test]
+    fn a_rotated_region_gets_a_rotated_rectangle() {
+        // A bar 60 long and 8 thick at 30 degrees.
+        let (w, h) = (120usize, 120usize);
+        let mut data = vec![0.0f32; w * h];
+        let (c, s) = (30f32.to_radians().cos(), 30f32.to_radians().sin());
+        for y in 0..h {
+            for x in 0..w {
+                let (dx, dy) = (x as f32 - 60.0, y as f32 - 60.0);
+                let (a, b) = (dx * c + dy * s, -dx * s + dy * c);
+                if a.abs() <= 30.0 && b.abs() <= 4.0 {
+                    data[y * w + x] = 1.0;
+                }
+            }
+        }
+        let map = ProbMap {
+            width: w,
+            height: h,
+            data: &data,
+        };
+        let params = DbParams {
+            unclip_ratio: 0.0,
+            ..DbParams::default()
+        };
+        let boxes = detect_boxes(&map, &params, w, h);
+        assert_eq!(boxes.len(), 1);
+        let q = boxes[0].quad;
+        let angle = (q[1].1 - q[0].1).atan2(q[1].0 - q[0].0).to_degrees();
+        assert!((angle - 30.0).abs() < 3.0, "angle {angle}, {q:?}");
+        let long = dist(q[0], q[1]);
+        let short = dist(q[0], q[3]);
+        assert!(
+            (long - 60.0).abs() < 3.0 && (short - 8.0).abs() < 2.0,
+            "{long} x {short}"
+        );
+    }
+
+    #[test]
+    fn faint_tiny_and_empty_regions_are_dropped() {
+        let mut data = map_with(50, 50, &[(5, 5, 6, 6)]); // 1 px between centres: too small
+        for y in 20..30 {
+            for x in 10..40 {
+                data[y * 50 + x] = 0.35; // above the threshold, below the box score
+            }
+        }
+        let map = ProbMap {
+            width: 50,
+            height: 50,
+            data: &data,
+        };
+        assert!(detect_boxes(&map, &DbParams::default(), 50, 50).is_empty());
+        let empty = ProbMap {
+            width: 0,
+            height: 0,
+            data: &[],
+        };
+        assert!(detect_boxes(&empty, &DbParams::default(), 10, 10).is_empty());
+    }
+
+    fn boxed(x0: f32, y0: f32, x1: f32, y1: f32) -> TextBox {
+        TextBox {
+            quad: [(x0, y0), (x1, y0), (x1, y1), (x0, y1)],
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn two_columns_under_a_title_read_column_by_column() {
+        let mut boxes = vec![
+            boxed(300.0, 60.0, 500.0, 75.0), // right column, line 1
+            boxed(20.0, 60.0, 250.0, 75.0),  // left column, line 1
+            boxed(20.0, 10.0, 500.0, 30.0),  // title
+            boxed(300.0, 85.0, 480.0, 100.0),
+            boxed(20.0, 85.0, 240.0, 100.0),
+        ];
+        reading_order(&mut boxes);
+        let order: Vec<(f32, f32)> = boxes.iter().map(|b| b.quad[0]).collect();
+        assert_eq!(
+            order,
+            vec![
+                (20.0, 10.0),
+                (20.0, 60.0),
+                (20.0, 85.0),
+                (300.0, 60.0),
+                (300.0, 85.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn words_of_one_line_read_left_to_right() {
+        let mut boxes = vec![
+            boxed(120.0, 11.0, 180.0, 29.0),
+            boxed(10.0, 10.0, 100.0, 30.0),
+            boxed(10.0, 40.0, 100.0, 60.0),
+        ];
+        reading_order(&mut boxes);
+        let xs: Vec<(f32, f32)> = boxes.iter().map(|b| b.quad[0]).collect();
+        assert_eq!(xs, vec![(10.0, 10.0), (120.0, 11.0), (10.0, 40.0)]);
+    }
+
+    #[test]
+    fn a_crop_of_an_axis_aligned_box_is_the_same_pixels() {
+        let (w, h) = (20usize, 10usize);
+        let data: Vec<u8> = (0..w * h * 3).map(|i| (i % 251) as u8).collect();
+        let image = Rgb {
+            width: w,
+            height: h,
+            data,
+        };
+        let strip = crop_quad(&image, &[(4.0, 2.0), (14.0, 2.0), (14.0, 7.0), (4.0, 7.0)]);
+        assert_eq!((strip.width, strip.height), (10, 5));
+        for y in 0..5 {
+            for x in 0..10 {
+                for c in 0..3 {
+                    assert_eq!(
+                        strip.data[(y * 10 + x) * 3 + c],
+                        image.data[((y + 2) * w + x + 4) * 3 + c]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tall_crop_is_turned_into_a_strip() {
+        let image = Rgb {
+            width: 10,
+            height: 40,
+            data: vec![200; 10 * 40 * 3],
+        };
+        let strip = crop_quad(
+            &image,
+            &[(0.0, 0.0), (10.0, 0.0), (10.0, 40.0), (0.0, 40.0)],
+        );
+        assert_eq!((strip.width, strip.height), (40, 10));
+        assert!(strip.data.iter().all(|&v| v == 200));
+    }
+}

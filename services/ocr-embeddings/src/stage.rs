@@ -1,0 +1,304 @@
+//! The `ocr-embeddings` stage: pages read in a worker, chunks embedded here, an extractive
+//! summary. Everything around it (decode, done-check, blob and digest checks, recording,
+//! `doc.processed`, dead letters) is the stage layer's ([`docflow_stage`]).
+
+use docflow_embed::{Batcher, EmbedError, summary};
+use docflow_events::stages::OCR_EMBEDDINGS;
+use docflow_runtime::HandlerError;
+use docflow_stage::isolate::{IsolationError, WorkerPool};
+use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, TextSource};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use serde_json::json;
+
+use crate::pages::Extracted;
+
+/// Version of this stage's logic. Bump it when the output changes (a new OCR or embedding
+/// model, a chunking fix): replayed documents then get new rows instead of being skipped.
+pub const STAGE_VERSION: i32 = 1;
+
+/// Sentences embedded for a summary at most (evenly spaced over a longer document).
+pub const SUMMARY_CANDIDATES: usize = 256;
+
+/// The DLQ error classes of this stage (besides the layer's, the runtime's and the
+/// isolation classes `memory_limit`, `timeout`, `worker_crashed`).
+pub mod class {
+    /// Not a PDF, PNG, JPEG or TIFF.
+    pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
+    /// The PDF or image is corrupt, encrypted or has no pages.
+    pub const UNREADABLE: &str = "unreadable";
+    /// Over a page, pixel-per-page or pixel-per-document limit.
+    pub const OVER_LIMITS: &str = "over_limits";
+    /// OCR failed on the document.
+    pub const OCR_FAILED: &str = "ocr_failed";
+    /// pdfium or the OCR models cannot be used by the worker (a problem of the replica).
+    pub const SETUP: &str = "setup";
+    /// The embedding model failed.
+    pub const EMBEDDING: &str = "embedding";
+}
+
+/// Settings of the stage's own work.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Tokens shared by consecutive chunks.
+    pub chunk_overlap: usize,
+    /// Sentences in a summary.
+    pub summary_sentences: usize,
+}
+
+/// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
+#[derive(Debug, Clone)]
+struct Metrics {
+    read: HistogramVec,
+    embed: HistogramVec,
+    pages: IntCounterVec,
+}
+
+impl Metrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let buckets = vec![
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ];
+        let read = HistogramVec::new(
+            HistogramOpts::new(
+                "docflow_ocr_read_seconds",
+                "Time to read one document's pages in a worker (text layer or OCR), by outcome",
+            )
+            .buckets(buckets.clone()),
+            &["outcome"],
+        )?;
+        let embed = HistogramVec::new(
+            HistogramOpts::new(
+                "docflow_embed_document_seconds",
+                "Time to embed one document's chunks and summary sentences, by outcome",
+            )
+            .buckets(buckets),
+            &["outcome"],
+        )?;
+        let pages = IntCounterVec::new(
+            Opts::new(
+                "docflow_ocr_pages_total",
+                "Pages read, by where their text came from (text_layer, ocr)",
+            ),
+            &["source"],
+        )?;
+        registry.register(Box::new(read.clone()))?;
+        registry.register(Box::new(embed.clone()))?;
+        registry.register(Box::new(pages.clone()))?;
+        Ok(Metrics { read, embed, pages })
+    }
+}
+
+/// The stage: pages read in `pool`'s workers, embedded by `batcher`.
+#[derive(Debug)]
+pub struct OcrEmbeddings {
+    pool: WorkerPool,
+    batcher: Batcher,
+    settings: Settings,
+    metrics: Metrics,
+}
+
+impl OcrEmbeddings {
+    /// The stage, its metrics registered in `registry`.
+    pub fn new(
+        pool: WorkerPool,
+        batcher: Batcher,
+        settings: Settings,
+        registry: &Registry,
+    ) -> Result<Self, prometheus::Error> {
+        Ok(OcrEmbeddings {
+            pool,
+            batcher,
+            settings,
+            metrics: Metrics::new(registry)?,
+        })
+    }
+
+    async fn read(&self, doc: &Document) -> Result<Extracted, HandlerError> {
+        let clock = std::time::Instant::now();
+        let answer = self.pool.run(&doc.bytes).await;
+        let seconds = clock.elapsed().as_secs_f64();
+        let observe = |outcome: &str| {
+            self.metrics
+                .read
+                .with_label_values(&[outcome])
+                .observe(seconds)
+        };
+        match answer {
+            Ok(bytes) => {
+                observe("ok");
+                serde_json::from_slice(&bytes).map_err(|e| {
+                    HandlerError::permanent(
+                        class::OCR_FAILED,
+                        format!("malformed answer from the worker: {e}"),
+                    )
+                })
+            }
+            Err(IsolationError::Job(message)) => {
+                observe("refused");
+                let (class, text) = message
+                    .split_once('\n')
+                    .unwrap_or((class::UNREADABLE, message.as_str()));
+                let class = refusal_class(class);
+                if class == class::SETUP {
+                    // The replica cannot read anything: retried, and visible in its logs.
+                    return Err(HandlerError::transient(class, text.to_owned()));
+                }
+                Err(HandlerError::permanent(class, text.to_owned()))
+            }
+            Err(e @ IsolationError::Io { .. }) => Err(HandlerError::transient(e.class(), e)),
+            Err(e) => {
+                observe("killed");
+                tracing::warn!(document = %doc.event.document_id, class = e.class(), error = %e, "page-reading worker failed");
+                Err(HandlerError::permanent(e.class(), e))
+            }
+        }
+    }
+
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, HandlerError> {
+        self.batcher.embed(texts).await.map_err(|e| match e {
+            // Nothing about the document: the model thread or batch failed; retried.
+            EmbedError::Stopped | EmbedError::Batch(_) => {
+                HandlerError::transient(class::EMBEDDING, e)
+            }
+            other => HandlerError::permanent(class::EMBEDDING, other),
+        })
+    }
+}
+
+/// The class of a worker's refusal (one of this stage's, never text from the worker).
+fn refusal_class(class: &str) -> &'static str {
+    [
+        class::UNSUPPORTED_TYPE,
+        class::UNREADABLE,
+        class::OVER_LIMITS,
+        class::OCR_FAILED,
+        class::SETUP,
+    ]
+    .into_iter()
+    .find(|c| *c == class)
+    .unwrap_or(class::UNREADABLE)
+}
+
+/// Up to `max` items of `0..n`, evenly spaced, in order.
+fn spread(n: usize, max: usize) -> Vec<usize> {
+    if n <= max {
+        return (0..n).collect();
+    }
+    (0..max).map(|i| i * n / max).collect()
+}
+
+impl Stage for OcrEmbeddings {
+    const NAME: &'static str = OCR_EMBEDDINGS;
+    const VERSION: i32 = STAGE_VERSION;
+
+    async fn process(&self, doc: &Document) -> Result<Output, HandlerError> {
+        let extracted = self.read(doc).await?;
+        let clock = std::time::Instant::now();
+        let mut pages = Vec::with_capacity(extracted.pages.len());
+        let mut chunks: Vec<ChunkRow> = Vec::new();
+        for p in extracted.pages {
+            let source = TextSource::parse(&p.source).unwrap_or(TextSource::Ocr);
+            self.metrics
+                .pages
+                .with_label_values(&[source.as_str()])
+                .inc();
+            let pieces = self
+                .batcher
+                .chunks(&p.text, self.settings.chunk_overlap)
+                .map_err(|e| HandlerError::permanent(class::EMBEDDING, e))?;
+            chunks.extend(pieces.into_iter().map(|c| ChunkRow {
+                page: p.page,
+                start: c.start,
+                end: c.end,
+                text: c.text,
+                vector: Vec::new(),
+            }));
+            pages.push(PageText {
+                page: p.page,
+                source,
+                confidence: p.confidence,
+                text: p.text,
+            });
+        }
+        let vectors = self
+            .embed(chunks.iter().map(|c| c.text.clone()).collect())
+            .await;
+        let vectors = match vectors {
+            Ok(v) => v,
+            Err(e) => {
+                self.metrics
+                    .embed
+                    .with_label_values(&["failed"])
+                    .observe(clock.elapsed().as_secs_f64());
+                return Err(e);
+            }
+        };
+        for (chunk, vector) in chunks.iter_mut().zip(vectors) {
+            chunk.vector = vector;
+        }
+        // The summary: the sentences nearest the document's mean, in document order.
+        let mut sentences: Vec<String> = Vec::new();
+        for p in &pages {
+            sentences.extend(
+                summary::sentences(&p.text)
+                    .into_iter()
+                    .filter_map(|(a, b)| p.text.get(a..b))
+                    .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" ")),
+            );
+        }
+        let candidates: Vec<String> = spread(sentences.len(), SUMMARY_CANDIDATES)
+            .into_iter()
+            .filter_map(|i| sentences.get(i).cloned())
+            .collect();
+        let vectors = self.embed(candidates.clone()).await?;
+        let picked = summary::extractive(&vectors, self.settings.summary_sentences);
+        let summary_text = picked
+            .iter()
+            .filter_map(|&i| candidates.get(i).map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.metrics
+            .embed
+            .with_label_values(&["ok"])
+            .observe(clock.elapsed().as_secs_f64());
+        let ocr_pages = pages.iter().filter(|p| p.source == TextSource::Ocr).count();
+        let characters: usize = pages.iter().map(|p| p.text.chars().count()).sum();
+        tracing::debug!(
+            document = %doc.event.document_id,
+            pages = pages.len(),
+            ocr_pages,
+            chunks = chunks.len(),
+            "document read and embedded"
+        );
+        let output = json!({
+            "pages": pages.len(),
+            "ocr_pages": ocr_pages,
+            "text_layer_pages": pages.len() - ocr_pages,
+            "ocr_pixels": extracted.ocr_pixels,
+            "characters": characters,
+            "chunks": chunks.len(),
+            "summary": summary_text,
+        });
+        Ok(Output::default()
+            .summary(output)
+            .text(DocumentText { pages, chunks }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_candidates_spread_over_the_document() {
+        assert_eq!(spread(3, 5), vec![0, 1, 2]);
+        assert_eq!(spread(10, 5), vec![0, 2, 4, 6, 8]);
+        assert!(spread(1000, 256).windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn worker_classes_are_only_ours() {
+        assert_eq!(refusal_class("over_limits"), class::OVER_LIMITS);
+        assert_eq!(refusal_class("<script>"), class::UNREADABLE);
+    }
+}

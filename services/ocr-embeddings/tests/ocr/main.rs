@@ -1,0 +1,577 @@
+//! The ocr-embeddings stage: page reading in process (text layers, OCR of generated scans,
+//! limits), then end to end over the real broker, registry, database and object store with
+//! documents uploaded through the real ingest API and searched through it.
+
+// Test code: panicking on unexpected errors is the point.
+#![allow(clippy::unwrap_used, missing_debug_implementations, unreachable_pub)]
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use docflow_embedded::{pdfium_library, workspace_root};
+use docflow_events::stages::OCR_EMBEDDINGS;
+use docflow_events::{DocProcessed, EventCodec, document_id, topics};
+use docflow_ocr_embeddings::ocr::{Ocr, OcrConfig};
+use docflow_ocr_embeddings::pages::{Extracted, Extractor, Limits, PageError};
+use image::{DynamicImage, GrayImage, ImageFormat};
+use pdfium_render::prelude::PdfRenderConfig;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// A PDF of pages of text in Helvetica 12 pt, one line per string, 14 pt apart.
+fn text_pdf(pages: &[&[&str]]) -> Vec<u8> {
+    let contents: Vec<Vec<u8>> = pages
+        .iter()
+        .map(|lines| {
+            let mut s = String::from("BT /F1 12 Tf 14 TL 72 770 Td\n");
+            for line in *lines {
+                let escaped = line
+                    .replace('\\', "\\\\")
+                    .replace('(', "\\(")
+                    .replace(')', "\\)");
+                s.push_str(&format!("({escaped}) Tj T*\n"));
+            }
+            s.push_str("ET\n");
+            s.into_bytes()
+        })
+        .collect();
+    build_pdf(&contents, None)
+}
+
+/// A PDF whose one page is `scan` drawn over the whole page, no text layer.
+fn image_pdf(scans: &[&GrayImage]) -> Vec<u8> {
+    let contents = vec![b"q 595 0 0 842 0 0 cm /Im0 Do Q\n".to_vec(); scans.len()];
+    build_pdf(&contents, Some(scans))
+}
+
+/// Objects: 1 catalog, 2 page tree, 3 font, then per page: page, contents, (image).
+fn build_pdf(contents: &[Vec<u8>], scans: Option<&[&GrayImage]>) -> Vec<u8> {
+    let per_page = if scans.is_some() { 3 } else { 2 };
+    let n = contents.len();
+    let page_ids: Vec<usize> = (0..n).map(|i| 4 + i * per_page).collect();
+    let mut objects: Vec<Vec<u8>> = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!(
+            "<< /Type /Pages /Count {n} /Kids [{}] >>",
+            page_ids
+                .iter()
+                .map(|i| format!("{i} 0 R"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+        .into_bytes(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ];
+    for (i, content) in contents.iter().enumerate() {
+        let id = page_ids[i];
+        let resources = if scans.is_some() {
+            format!("<< /XObject << /Im0 {} 0 R >> >>", id + 2)
+        } else {
+            "<< /Font << /F1 3 0 R >> >>".to_owned()
+        };
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources {resources} /Contents {} 0 R >>",
+                id + 1
+            )
+            .into_bytes(),
+        );
+        let mut stream = format!("<< /Length {} >>\nstream\n", content.len()).into_bytes();
+        stream.extend_from_slice(content);
+        stream.extend_from_slice(b"\nendstream");
+        objects.push(stream);
+        if let Some(scans) = scans {
+            let img = scans[i];
+            let mut xobject = format!(
+                "<< /Type /XObject /Subtype /Image /Width {} /Height {} /ColorSpace /DeviceGray /BitsPerComponent 8 /Length {} >>\nstream\n",
+                img.width(),
+                img.height(),
+                img.as_raw().len()
+            )
+            .into_bytes();
+            xobject.extend_from_slice(img.as_raw());
+            xobject.extend_from_slice(b"\nendstream");
+            objects.push(xobject);
+        }
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+/// A "scan": the first page of a text PDF rendered at `dpi` in grey, as a printer-scanner
+/// would deliver it (no text layer left).
+fn scan(lines: &[&str], dpi: f32) -> GrayImage {
+    let pdfium =
+        docflow_stage::media::pdfium(&pdfium_library()).expect("pdfium (run `make tools`)");
+    let bytes = text_pdf(&[lines]);
+    let doc = pdfium.load_pdf_from_byte_slice(&bytes, None).unwrap();
+    let page = doc.pages().get(0).unwrap();
+    let width = (595.0 * dpi / 72.0) as i32;
+    let image = page
+        .render_with_config(&PdfRenderConfig::new().set_target_width(width))
+        .unwrap()
+        .as_image()
+        .unwrap();
+    image.to_luma8()
+}
+
+fn png(image: &GrayImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    DynamicImage::ImageLuma8(image.clone())
+        .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+        .unwrap();
+    out
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_pages: 10,
+        max_page_pixels: 40_000_000,
+        max_total_pixels: 100_000_000,
+        dpi: 300.0,
+        max_side: 2000,
+    }
+}
+
+fn extractor(limits: Limits) -> Extractor {
+    let tools = workspace_root().join(".tools");
+    let ocr = Ocr::load(OcrConfig {
+        models: tools.join("models/ppocr"),
+        runtime: tools.join("lib/libonnxruntime.so"),
+        threads: 2,
+        max_side: 2000,
+        min_confidence: 0.5,
+    })
+    .expect("OCR models and onnxruntime (run `make tools`)");
+    Extractor::new(&pdfium_library(), ocr, limits).unwrap()
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut diag = row[0];
+        row[0] = i;
+        for j in 1..=b.len() {
+            let up = row[j];
+            row[j] = (row[j] + 1)
+                .min(row[j - 1] + 1)
+                .min(diag + usize::from(a[i - 1] != b[j - 1]));
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// Character error rate of `got` against `want`, white space normalised to single spaces.
+fn cer(got: &str, want: &str) -> f64 {
+    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (g, w) = (norm(got), norm(want));
+    edit_distance(&g, &w) as f64 / w.chars().count().max(1) as f64
+}
+
+const INVOICE: &[&str] = &[
+    "Invoice 2024-0042 from ACME Supplies Ltd.",
+    "Amount due: 1,250.00 EUR, payable within 30 days.",
+    "Please transfer the amount to the account below.",
+    "Late payments are charged interest of 2% per month.",
+];
+
+const CONTRACT: &[&str] = &[
+    "Service agreement between Northwind and Contoso.",
+    "The contract renews automatically every year on 1 March.",
+    "Either party may cancel it in writing three months before.",
+    "Support requests are answered within two business days.",
+];
+
+#[test]
+fn a_scanned_page_is_read_back_with_few_errors() {
+    let mut x = extractor(limits());
+    let page = scan(CONTRACT, 200.0);
+    let Extracted { pages, ocr_pixels } = x.extract(&png(&page)).unwrap();
+    assert_eq!(pages.len(), 1);
+    assert_eq!(pages[0].source, "ocr");
+    assert_eq!(
+        ocr_pixels,
+        u64::from(page.width()) * u64::from(page.height())
+    );
+    let rate = cer(&pages[0].text, &CONTRACT.join("\n"));
+    eprintln!("CER {rate:.4}: {:?}", pages[0].text);
+    assert!(
+        rate < 0.03,
+        "character error rate {rate}: {:?}",
+        pages[0].text
+    );
+    // One line of the page per line of text, in order.
+    assert_eq!(
+        pages[0].text.lines().count(),
+        CONTRACT.len(),
+        "{:?}",
+        pages[0].text
+    );
+    assert!(pages[0].confidence.unwrap() > 0.9);
+}
+
+#[test]
+fn pdf_pages_use_their_text_layer_and_scans_are_read() {
+    let mut x = extractor(limits());
+    // Page 1 has a text layer; page 2 is a scan inside a PDF (image only).
+    let text = text_pdf(&[INVOICE]);
+    let Extracted { pages, .. } = x.extract(&text).unwrap();
+    assert_eq!(pages.len(), 1);
+    assert_eq!(pages[0].source, "text_layer");
+    assert_eq!(pages[0].confidence, None);
+    assert!(
+        cer(&pages[0].text, &INVOICE.join("\n")) < 0.01,
+        "{:?}",
+        pages[0].text
+    );
+
+    let scanned = scan(CONTRACT, 150.0);
+    let Extracted { pages, ocr_pixels } = x.extract(&image_pdf(&[&scanned, &scanned])).unwrap();
+    assert_eq!(pages.len(), 2);
+    assert!(pages.iter().all(|p| p.source == "ocr"), "{pages:?}");
+    assert_eq!(pages[1].page, 2);
+    // Rasterised at 300 dpi within the 2000-pixel side: 1413 x 2000 per page.
+    assert_eq!(ocr_pixels, 2 * 1413 * 2000);
+    let rate = cer(&pages[0].text, &CONTRACT.join("\n"));
+    assert!(
+        rate < 0.03,
+        "character error rate {rate}: {:?}",
+        pages[0].text
+    );
+}
+
+#[test]
+fn limits_are_enforced_before_any_page_is_rasterised() {
+    let scanned = scan(&["a scan"], 50.0);
+    let three = image_pdf(&[&scanned, &scanned, &scanned]);
+    let mut few_pages = extractor(Limits {
+        max_pages: 2,
+        ..limits()
+    });
+    let e = few_pages.extract(&three).unwrap_err();
+    assert!(matches!(e, PageError::OverLimits(_)), "{e}");
+    assert_eq!(e.class(), "over_limits");
+    assert!(e.to_string().contains("3 pages"), "{e}");
+
+    let mut few_pixels = extractor(Limits {
+        max_total_pixels: 5_000_000,
+        ..limits()
+    });
+    let e = few_pixels.extract(&three).unwrap_err();
+    assert!(e.to_string().contains("to page 2"), "{e}");
+
+    let mut small_images = extractor(Limits {
+        max_page_pixels: 100_000,
+        ..limits()
+    });
+    let e = small_images.extract(&png(&scan(&["x"], 72.0))).unwrap_err();
+    assert!(matches!(e, PageError::OverLimits(_)), "{e}");
+
+    let e = small_images.extract(b"GIF89a not a page").unwrap_err();
+    assert_eq!(e.class(), "unsupported_type");
+    let e = small_images.extract(b"%PDF-1.4 truncated").unwrap_err();
+    assert_eq!(e.class(), "unreadable");
+}
+
+const ALICE: &str = "tok-alice";
+const BOB: &str = "tok-bob";
+
+async fn get(http: &reqwest::Client, url: String, token: &str) -> (StatusCode, Value) {
+    let r = http.get(url).bearer_auth(token).send().await.unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_are_read_embedded_summarised_and_searchable() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let mut stack = docflow_embedded::Stack::builder()
+        .partitions(2)
+        .token(ALICE, "alice")
+        .token(BOB, "bob")
+        .ingest()
+        .start()
+        .await
+        .unwrap();
+    stack
+        .start_ocr_embeddings_with(|c| c.read.max_pages = 3)
+        .await
+        .unwrap();
+    let base = stack.ingest_url().to_owned();
+    let http = reqwest::Client::new();
+    let upload = |bytes: Vec<u8>| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/v1/documents?wait=60s"))
+                .bearer_auth(ALICE)
+                .body(bytes)
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+
+    // A PDF with a text layer and a scan (PNG), read and embedded.
+    let invoice = text_pdf(&[INVOICE, &["Thank you for your business."]]);
+    let contract = png(&scan(CONTRACT, 200.0));
+    let (status, job) = upload(invoice.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "done", "{job}");
+    let stage = &job["stages"][0];
+    assert_eq!(stage["stage"], OCR_EMBEDDINGS);
+    assert_eq!(stage["output"]["pages"], 2, "{job}");
+    assert_eq!(stage["output"]["ocr_pages"], 0, "{job}");
+    assert_eq!(job["pages"][0]["source"], "text_layer", "{job}");
+    assert!(
+        job["text"]
+            .as_str()
+            .unwrap()
+            .contains("Amount due: 1,250.00 EUR"),
+        "{job}"
+    );
+    let summary = job["summary"].as_str().unwrap();
+    assert!(
+        !summary.is_empty()
+            && job["text"]
+                .as_str()
+                .unwrap()
+                .contains(summary.split(". ").next().unwrap()),
+        "{job}"
+    );
+
+    let (status, job) = upload(contract.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pages"][0]["source"], "ocr", "{job}");
+    assert!(
+        job["pages"][0]["confidence"].as_f64().unwrap() > 0.9,
+        "{job}"
+    );
+    assert!(
+        job["text"]
+            .as_str()
+            .unwrap()
+            .contains("renews automatically"),
+        "{job}"
+    );
+
+    // Search by meaning, not by words: neither query shares its key words with the answer.
+    for (q, want) in [
+        ("how much money is owed and when", document_id(&invoice)),
+        ("when is the deal extended", document_id(&contract)),
+    ] {
+        let (status, body) = get(&http, format!("{base}/v1/search?q={q}&k=3"), ALICE).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(
+            body["results"][0]["document_id"],
+            want.as_str(),
+            "{q}: {body}"
+        );
+        assert!(
+            body["results"][0]["score"].as_f64().unwrap() > 0.3,
+            "{body}"
+        );
+    }
+    // Another tenant finds nothing of alice's; bad queries are 400 with a reason.
+    let (status, body) = get(&http, format!("{base}/v1/search?q=invoice"), BOB).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["results"], Value::Array(Vec::new()), "{body}");
+    for bad in ["", "?q=", "?q=x&k=0", "?q=x&k=1000", "?q=x&k=many"] {
+        let (status, body) = get(&http, format!("{base}/v1/search{bad}"), ALICE).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+
+    // Over the page limit: dead-lettered with its class, the job says why.
+    let long = text_pdf(&[INVOICE, INVOICE, INVOICE, INVOICE]);
+    let (status, job) = upload(long.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "failed", "{job}");
+    assert!(
+        job["stages"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("4 pages"),
+        "{job}"
+    );
+    let dlq = topics::dead_letter(&stack.topics.uploaded, &stack.group(OCR_EMBEDDINGS));
+    let dead = stack
+        .records_with_header(&dlq, "docflow.dlq.error.class")
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0.0, document_id(&long).as_bytes());
+    assert_eq!(dead[0].1.as_deref(), Some("over_limits"));
+
+    // Every document announced once on doc.processed, by this stage.
+    let processed = stack
+        .wait_records(&stack.topics.processed, 3, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(processed.len(), 3);
+    let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(5)).unwrap();
+    for (_, value) in &processed {
+        let ev: DocProcessed = codec.decode(value).await.unwrap();
+        assert_eq!(ev.stage, OCR_EMBEDDINGS);
+    }
+    stack.stop().await.unwrap();
+}
+
+/// `kill -9` of the stage process (the real binary, its page-reading workers with it) in the
+/// middle of a stream of scans, then a restart: every document ends with one done run, its
+/// pages and chunks stored once, and an acknowledged `doc.processed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_stream_leaves_one_result_per_document() {
+    use docflow_store::{ResultStore, StageStatus};
+    let stack = docflow_embedded::Stack::builder()
+        .partitions(2)
+        .token(ALICE, "alice")
+        .ingest_with(|c| c.stages = vec![OCR_EMBEDDINGS.to_owned()])
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    const DOCS: usize = 12;
+    let mut ids = Vec::new();
+    for i in 0..DOCS {
+        // Scans (OCR: a few hundred ms each) so the kill lands mid-stream.
+        let lines = [
+            format!("Document number {i} of the stream."),
+            CONTRACT[1].to_owned(),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let bytes = png(&scan(&lines, 150.0));
+        ids.push(document_id(&bytes));
+        let r = http
+            .post(format!("{}/v1/documents", stack.ingest_url()))
+            .bearer_auth(ALICE)
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+    }
+    let pool = docflow_store::open(&stack.database_url, 2).await.unwrap();
+    let store = ResultStore::new(pool.clone());
+    let done = || async {
+        let mut n = 0;
+        for id in &ids {
+            if let Some(run) = store.get("alice", id, OCR_EMBEDDINGS, 1).await.unwrap()
+                && run.status == StageStatus::Done
+            {
+                n += 1;
+            }
+        }
+        n
+    };
+    let tools = workspace_root().join(".tools");
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_docflow-ocr-embeddings"))
+            .args(stack.stage_flags(OCR_EMBEDDINGS))
+            .arg("--pdfium-lib")
+            .arg(pdfium_library())
+            .arg("--ocr-models")
+            .arg(tools.join("models/ppocr"))
+            .arg("--onnxruntime-lib")
+            .arg(tools.join("lib/libonnxruntime.so"))
+            .arg("--embed-model-dir")
+            .arg(tools.join("models/minilm"))
+            .args([
+                "--workers",
+                "2",
+                "--session-timeout",
+                "6s",
+                "--ocr-threads",
+                "1",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let n = done().await;
+        if n >= 2 {
+            assert!(
+                n < DOCS,
+                "the stream finished before the kill; make it longer"
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap(); // SIGKILL; its workers see their pipe close and exit
+    child.wait().unwrap();
+
+    let mut child = spawn();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    while done().await < DOCS {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every document done"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let text = docflow_store::TextStore::new(pool.clone());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for id in &ids {
+        let pages = text.pages("alice", id, OCR_EMBEDDINGS).await.unwrap();
+        assert_eq!(pages.len(), 1, "{id}");
+        assert!(
+            pages[0].text.contains("renews automatically"),
+            "{:?}",
+            pages[0].text
+        );
+        loop {
+            let run = store
+                .get("alice", id, OCR_EMBEDDINGS, 1)
+                .await
+                .unwrap()
+                .unwrap();
+            if run.event_sent_at_ms.is_some() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "event of {id} unsent"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    stack.stop().await.unwrap();
+}
