@@ -16,12 +16,13 @@ NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
 
-tools: ## Install the embedded broker (Nisshi) and libpdfium into the cache; link them under .tools/
+tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding models and onnxruntime into the cache; link them under .tools/
 	@./scripts/install-broker.sh
 	@./scripts/install-pdfium.sh
+	@./scripts/install-models.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails
+	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 test: tools ## Run every test: unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
@@ -36,6 +37,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
 	$(CARGO) build --release --quiet -p docflow-thumbnails
 	$(CARGO) run --release --quiet -p docflow-bench --bin thumbnails-bench -- --out bench/results/thumbnails.md
+	$(CARGO) build --release --quiet -p docflow-ocr-embeddings
+	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md
 
 schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones
 	$(CARGO) run --quiet -p docflow-cli -- schemas check --dir schemas --level BACKWARD_TRANSITIVE

@@ -1,5 +1,5 @@
 //! Routes: `POST /v1/documents`, `GET /v1/jobs/{id}`, `GET /v1/documents/{id}/thumbnail`,
-//! `GET /openapi.json`, `GET /healthz`, `GET /metrics`.
+//! `GET /v1/search`, `GET /openapi.json`, `GET /healthz`, `GET /metrics`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,14 +11,15 @@ use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use bytes::{Bytes, BytesMut};
-use docflow_events::{DocUploaded, document_id, stages, types::is_document_id};
+use docflow_events::{DocUploaded, stages, types::is_document_id};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, send_event};
 use docflow_runtime::trace::TraceContext;
-use docflow_store::{Blobs, StageRun, StageStatus};
+use docflow_store::{Blobs, PageText, StageRun, StageStatus, Staged};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -36,6 +37,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/documents", post(upload))
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/documents/{id}/thumbnail", get(thumbnail))
+        .route("/v1/search", get(search))
         .route(
             "/openapi.json",
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
@@ -118,10 +120,32 @@ fn accepted(id: &str, status: &str, duplicate: bool) -> Response {
         .into_response()
 }
 
-/// The uploaded document and the name it came with.
-struct Upload {
-    bytes: Bytes,
-    file_name: Option<String>,
+/// An upload being received: its bytes go to a staged blob as they arrive (a slow or large
+/// upload holds a file, not memory), hashed on the way (the document id), with the first
+/// bytes kept to tell its type.
+struct Receiver {
+    staged: Staged,
+    hasher: Sha256,
+    head: Vec<u8>,
+    limit: u64,
+}
+
+/// Bytes of the head kept for sniffing.
+const HEAD: usize = 16;
+
+impl Receiver {
+    async fn push(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        if self.staged.len() + chunk.len() as u64 > self.limit {
+            return Err(ApiError::TooLarge { limit: self.limit });
+        }
+        self.hasher.update(chunk);
+        let want = HEAD.saturating_sub(self.head.len()).min(chunk.len());
+        self.head.extend_from_slice(&chunk[..want]);
+        self.staged
+            .write(chunk)
+            .await
+            .map_err(|e| ApiError::unavailable("object store", e))
+    }
 }
 
 fn is_multipart(headers: &HeaderMap) -> bool {
@@ -131,20 +155,21 @@ fn is_multipart(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("multipart/form-data"))
 }
 
-/// A raw body, at most `limit` bytes.
-async fn read_raw(body: Body, limit: u64) -> Result<Upload, ApiError> {
-    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
-        .await
-        .map_err(|_| ApiError::TooLarge { limit })?;
-    Ok(Upload {
-        bytes,
-        file_name: None,
-    })
+/// A raw body, streamed into `rx`.
+async fn read_raw(body: Body, rx: &mut Receiver) -> Result<Option<String>, ApiError> {
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::BadRequest(format!("reading the body failed: {e}")))?;
+        rx.push(&chunk).await?;
+    }
+    Ok(None)
 }
 
-/// A `multipart/form-data` body: exactly one part named `file`, at most `limit` bytes; the
-/// limit is enforced while reading, so an oversized part is never held in memory.
-async fn read_multipart(req: Request, limit: u64) -> Result<Upload, ApiError> {
+/// A `multipart/form-data` body: exactly one part named `file`, streamed into `rx` (the
+/// limit is enforced while reading); returns the part's file name.
+async fn read_multipart(req: Request, rx: &mut Receiver) -> Result<Option<String>, ApiError> {
+    let limit = rx.limit;
     let bad = |e: axum::extract::multipart::MultipartError| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::TooLarge { limit }
@@ -155,7 +180,7 @@ async fn read_multipart(req: Request, limit: u64) -> Result<Upload, ApiError> {
     let mut multipart = Multipart::from_request(req, &())
         .await
         .map_err(|e| ApiError::BadRequest(format!("multipart: {}", e.body_text())))?;
-    let mut upload: Option<Upload> = None;
+    let mut file: Option<Option<String>> = None;
     while let Some(mut field) = multipart.next_field().await.map_err(bad)? {
         if field.name() != Some("file") {
             return Err(ApiError::BadRequest(format!(
@@ -163,25 +188,17 @@ async fn read_multipart(req: Request, limit: u64) -> Result<Upload, ApiError> {
                 field.name().unwrap_or("")
             )));
         }
-        if upload.is_some() {
+        if file.is_some() {
             return Err(ApiError::BadRequest(
                 "more than one part named \"file\": one document per request".into(),
             ));
         }
-        let file_name = field.file_name().map(str::to_owned);
-        let mut buf = BytesMut::new();
+        file = Some(field.file_name().map(str::to_owned));
         while let Some(chunk) = field.chunk().await.map_err(bad)? {
-            if (buf.len() + chunk.len()) as u64 > limit {
-                return Err(ApiError::TooLarge { limit });
-            }
-            buf.extend_from_slice(&chunk);
+            rx.push(&chunk).await?;
         }
-        upload = Some(Upload {
-            bytes: buf.freeze(),
-            file_name,
-        });
     }
-    upload.ok_or_else(|| ApiError::BadRequest("multipart body has no part named \"file\"".into()))
+    file.ok_or_else(|| ApiError::BadRequest("multipart body has no part named \"file\"".into()))
 }
 
 async fn upload(
@@ -208,45 +225,66 @@ async fn upload(
     {
         return Err(ApiError::TooLarge { limit });
     }
-    // A slot for the body while it is received and stored: bodies in memory are bounded by
-    // --max-concurrent-uploads x the size limit, and each has --body-timeout to arrive.
+    // A slot for the body while it is received and stored: at most --max-concurrent-uploads
+    // bodies in flight, each streamed to a staged blob within --body-timeout.
     let slot = state
         .uploads
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Busy)?;
+    let staged = state
+        .blobs
+        .stage()
+        .await
+        .map_err(|e| ApiError::unavailable("object store", e))?;
+    let mut rx = Receiver {
+        staged,
+        hasher: Sha256::new(),
+        head: Vec::with_capacity(HEAD),
+        limit,
+    };
     let read = async {
         if multipart {
-            read_multipart(req, limit).await
+            read_multipart(req, &mut rx).await
         } else {
-            read_raw(req.into_body(), limit).await
+            read_raw(req.into_body(), &mut rx).await
         }
     };
-    let Upload { bytes, file_name } = tokio::time::timeout(state.body_timeout, read)
+    let part_name = tokio::time::timeout(state.body_timeout, read)
         .await
         .map_err(|_| ApiError::BodyTimeout(state.body_timeout))??;
-    if bytes.is_empty() {
+    let Receiver {
+        mut staged,
+        hasher,
+        head,
+        ..
+    } = rx;
+    if staged.is_empty() {
         return Err(ApiError::BadRequest(
             "empty body: send the document bytes".into(),
         ));
     }
-    let kind = sniff(&bytes).ok_or(ApiError::UnsupportedType)?;
+    staged
+        .finish()
+        .await
+        .map_err(|e| ApiError::unavailable("object store", e))?;
+    let kind = sniff(&head).ok_or(ApiError::UnsupportedType)?;
     if kind == Kind::Pdf {
-        check_pdf(&bytes, state.max_pages)?;
+        check_staged_pdf(&state, &staged).await?;
     }
-    let file_name = q.filename.or(file_name).map(|f| {
+    let file_name = q.filename.or(part_name).map(|f| {
         f.chars()
             .filter(|c| !c.is_control())
             .take(255)
             .collect::<String>()
     });
-    let id = document_id(&bytes);
+    let id = hex::encode(hasher.finalize());
 
     if let Some(existing) = state.jobs.get(&tenant, &id).await?
         && existing.status == status::ACCEPTED
         && !q.reprocess
     {
-        drop(slot);
+        drop((staged, slot));
         state.jobs.record_upload(&existing).await?;
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
         return reply(&state, &tenant, &id, &existing.status, true, wait).await;
@@ -254,10 +292,10 @@ async fn upload(
 
     // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes).
     let key = Blobs::key([tenant.as_str(), id.as_str()]);
-    let size = bytes.len();
+    let size = staged.len();
     state
         .blobs
-        .put(&key, bytes)
+        .commit(staged, &key)
         .await
         .map_err(|e| ApiError::unavailable("object store", e))?;
     drop(slot);
@@ -285,7 +323,7 @@ async fn upload(
                 .jobs
                 .set_status(&tenant, &id, status::ACCEPTED, Some(now_ms()))
                 .await?;
-            state.metrics.upload_bytes.inc_by(size as u64);
+            state.metrics.upload_bytes.inc_by(size);
             tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
             reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await
         }
@@ -298,6 +336,27 @@ async fn upload(
             Err(e)
         }
     }
+}
+
+/// The page and structure checks of a staged PDF: read back and parsed off the async
+/// threads, at most --pdf-checks at a time (each may hold the file and up to
+/// [`crate::sniff::MAX_INFLATED`] of inflated object streams).
+async fn check_staged_pdf(state: &AppState, staged: &Staged) -> Result<usize, ApiError> {
+    let _permit = state
+        .pdf_checks
+        .acquire()
+        .await
+        .map_err(|e| ApiError::failed("checking the PDF", e))?;
+    let path = staged.path().to_owned();
+    let max_pages = state.max_pages;
+    let checked = tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&path)?;
+        Ok::<_, std::io::Error>(check_pdf(&bytes, max_pages))
+    })
+    .await
+    .map_err(|e| ApiError::failed("checking the PDF", e))?
+    .map_err(|e| ApiError::unavailable("object store", e))?;
+    Ok(checked?)
 }
 
 /// `202` with the job id; or, when the request asked to wait and every stage finished in
@@ -337,7 +396,8 @@ async fn wait_for_stages(
                 .get(tenant, id)
                 .await?
                 .ok_or_else(|| ApiError::NotFound(id.to_owned()))?;
-            return Ok(Some(job_body(state, &job, &runs)?));
+            let pages = job_pages(state, tenant, id, &runs).await?;
+            return Ok(Some(job_body(state, &job, &runs, &pages)?));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -407,7 +467,12 @@ fn stage_json(run: &StageRun) -> Value {
 
 /// A job with its stages: every configured stage (`pending` until it reports) and any other
 /// stage that reported; the pipeline state; text, summary and thumbnail URL once there.
-fn job_body(state: &AppState, job: &Job, runs: &[StageRun]) -> Result<Value, ApiError> {
+fn job_body(
+    state: &AppState,
+    job: &Job,
+    runs: &[StageRun],
+    pages: &[PageText],
+) -> Result<Value, ApiError> {
     let mut stages: Vec<Value> = state
         .stages
         .iter()
@@ -457,12 +522,133 @@ fn job_body(state: &AppState, job: &Job, runs: &[StageRun]) -> Result<Value, Api
     body["stages"] = Value::Array(stages);
     body["text"] = from_output("text");
     body["summary"] = from_output("summary");
+    if !pages.is_empty() {
+        // The text stage's pages: the whole text, and each page with where it came from.
+        let joined: Vec<&str> = pages.iter().map(|p| p.text.as_str()).collect();
+        body["text"] = json!(joined.join("\n\n"));
+        body["pages"] = pages
+            .iter()
+            .map(|p| {
+                json!({
+                    "page": p.page,
+                    "source": p.source.as_str(),
+                    "confidence": p.confidence,
+                    "text": p.text,
+                })
+            })
+            .collect();
+    }
     body["thumbnail_url"] = if thumbnail {
         json!(format!("/v1/documents/{}/thumbnail", job.job_id))
     } else {
         Value::Null
     };
     Ok(body)
+}
+
+/// The pages the text stage stored for a document, once its run is done.
+async fn job_pages(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    runs: &[StageRun],
+) -> Result<Vec<PageText>, ApiError> {
+    let done = runs
+        .iter()
+        .any(|r| r.stage == stages::OCR_EMBEDDINGS && r.status == StageStatus::Done);
+    if !done {
+        return Ok(Vec::new());
+    }
+    Ok(state.text.pages(tenant, id, stages::OCR_EMBEDDINGS).await?)
+}
+
+/// Query of `GET /v1/search`.
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    q: Option<String>,
+    k: Option<usize>,
+}
+
+/// Longest query accepted, characters (the model reads at most 256 tokens of it anyway).
+const MAX_QUERY_CHARS: usize = 2_000;
+/// Most results a search returns.
+const MAX_RESULTS: usize = 100;
+
+/// The query embedder, loaded on first use.
+async fn search_model(state: &AppState) -> Result<Arc<docflow_embed::Embedder>, ApiError> {
+    state
+        .search_model
+        .get_or_try_init(|| async {
+            let dir = state.embed_model_dir.clone();
+            let loaded =
+                tokio::task::spawn_blocking(move || docflow_embed::Embedder::load(&dir, "cpu"))
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("loading the embedding model: {e}")))?;
+            loaded.map(Arc::new).map_err(|e| ApiError::Unavailable {
+                dependency: "embedding model",
+                source: Box::new(e),
+            })
+        })
+        .await
+        .cloned()
+}
+
+/// Semantic search over the tenant's documents: the `k` page chunks (from the
+/// ocr-embeddings stage) closest in meaning to `q`, best first.
+async fn search(
+    State(state): Shared,
+    query: Result<Query<SearchQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&state, &headers).await?;
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let q = query.q.unwrap_or_default();
+    let q = q.trim().to_owned();
+    if q.is_empty() {
+        return Err(ApiError::BadRequest(
+            "`q` (the query text) is required".into(),
+        ));
+    }
+    if q.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "`q` is longer than {MAX_QUERY_CHARS} characters"
+        )));
+    }
+    let k = query.k.unwrap_or(10);
+    if !(1..=MAX_RESULTS).contains(&k) {
+        return Err(ApiError::BadRequest(format!(
+            "`k` must be 1 to {MAX_RESULTS}"
+        )));
+    }
+    let model = search_model(&state).await?;
+    let text = q.clone();
+    let vector = tokio::task::spawn_blocking(move || model.embed(&[text.as_str()]))
+        .await
+        .map_err(|e| ApiError::Internal(format!("embedding the query: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("embedding the query: {e}")))?
+        .pop()
+        .unwrap_or_default();
+    let hits = state
+        .text
+        .search(&tenant, stages::OCR_EMBEDDINGS, &vector, k)
+        .await?;
+    let results: Vec<Value> = hits
+        .into_iter()
+        .map(|h| {
+            json!({
+                "document_id": h.document_id,
+                "job_url": format!("/v1/jobs/{}", h.document_id),
+                "page": h.page,
+                "score": h.score,
+                "text": h.text,
+            })
+        })
+        .collect();
+    Ok((
+        StatusCode::OK,
+        axum::Json(json!({"query": q, "k": k, "results": results})),
+    )
+        .into_response())
 }
 
 /// The tenant's job `id`; another tenant's job is simply not found (no 403 that would leak
@@ -486,7 +672,8 @@ async fn job(
     let tenant = tenant(&state, &headers).await?;
     let job = own_job(&state, &tenant, &id).await?;
     let runs = state.results.latest_runs(&tenant, &id).await?;
-    let body = job_body(&state, &job, &runs)?;
+    let pages = job_pages(&state, &tenant, &id, &runs).await?;
+    let body = job_body(&state, &job, &runs, &pages)?;
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 

@@ -63,7 +63,8 @@ pub struct Config {
     pub body_timeout: Duration,
 
     /// Uploads received at once, across all clients; past it an upload gets 503 with
-    /// Retry-After (so memory held by bodies in flight is bounded by this × the size limit).
+    /// Retry-After. Bodies stream to the object store as they arrive, so this bounds open
+    /// files and connections, not memory.
     #[arg(
         long,
         env = "DOCFLOW_INGEST_MAX_CONCURRENT_UPLOADS",
@@ -74,6 +75,11 @@ pub struct Config {
     /// Most pages a PDF may have.
     #[arg(long, env = "DOCFLOW_INGEST_MAX_PAGES", default_value_t = 2_000)]
     pub max_pages: usize,
+
+    /// PDFs checked at once (each check reads the received file back and may inflate up to
+    /// 64 MiB of object streams; 0 = one per CPU).
+    #[arg(long, env = "DOCFLOW_INGEST_PDF_CHECKS", default_value_t = 0)]
+    pub pdf_checks: usize,
 
     /// API token and its tenant, `TOKEN=TENANT`; repeatable (env: comma-separated).
     #[arg(
@@ -120,6 +126,15 @@ pub struct Config {
         value_parser = docflow_config::parse_duration
     )]
     pub max_wait: Duration,
+
+    /// Directory of the embedding model `GET /v1/search` embeds queries with (the one the
+    /// ocr-embeddings stage embeds pages with; loaded on the first search).
+    #[arg(
+        long,
+        env = "DOCFLOW_EMBED_MODEL_DIR",
+        default_value = ".tools/models/minilm"
+    )]
+    pub embed_model_dir: PathBuf,
 
     /// Topic of accepted documents.
     #[arg(long, env = "DOCFLOW_INGEST_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
@@ -175,6 +190,10 @@ impl Config {
 pub struct AppState {
     pub(crate) jobs: docflow_store::Jobs,
     pub(crate) results: docflow_store::ResultStore,
+    pub(crate) text: docflow_store::TextStore,
+    /// The query embedder of `GET /v1/search`, loaded on first use from `embed_model_dir`.
+    pub(crate) search_model: tokio::sync::OnceCell<Arc<docflow_embed::Embedder>>,
+    pub(crate) embed_model_dir: PathBuf,
     pub(crate) db_tokens: docflow_store::Tokens,
     pub(crate) stages: Vec<String>,
     pub(crate) max_wait: Duration,
@@ -193,6 +212,8 @@ pub struct AppState {
     pub(crate) body_timeout: Duration,
     /// One permit per upload being received.
     pub(crate) uploads: Arc<tokio::sync::Semaphore>,
+    /// One permit per PDF being checked.
+    pub(crate) pdf_checks: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for AppState {
@@ -227,6 +248,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let pool = docflow_store::open(&config.database.url, config.database.max_connections).await?;
     let jobs = docflow_store::Jobs::new(pool.clone());
     let results = docflow_store::ResultStore::new(pool.clone());
+    let text = docflow_store::TextStore::new(pool.clone());
     let db_tokens = docflow_store::Tokens::new(pool);
     let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
     let mut kafka = config.kafka.clone();
@@ -248,6 +270,9 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     Ok(Arc::new(AppState {
         jobs,
         results,
+        text,
+        search_model: tokio::sync::OnceCell::new(),
+        embed_model_dir: config.embed_model_dir.clone(),
         db_tokens,
         stages: config.stages.clone(),
         max_wait: config.max_wait,
@@ -266,6 +291,10 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         uploads: Arc::new(tokio::sync::Semaphore::new(
             config.max_concurrent_uploads.max(1),
         )),
+        pdf_checks: tokio::sync::Semaphore::new(match config.pdf_checks {
+            0 => std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            n => n,
+        }),
     }))
 }
 

@@ -151,24 +151,76 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).rposition(|w| w == needle)
 }
 
-/// Counts `/Type /Page` objects (not `/Pages`), with or without the space.
-fn count_pages(bytes: &[u8]) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while let Some(pos) = bytes[i..].windows(5).position(|w| w == b"/Type") {
-        let mut j = i + pos + 5;
-        while j < bytes.len() && matches!(bytes[j], b' ' | b'\r' | b'\n' | b'\t') {
-            j += 1;
-        }
-        if bytes[j..].starts_with(b"/Page") && !bytes[j..].starts_with(b"/Pages") {
-            n += 1;
-        }
-        i = i + pos + 5;
-        if i >= bytes.len() {
-            break;
+/// Page objects in the raw bytes, each object number once: an incremental update appends a
+/// new version of the pages it changes (`3 0 obj` again), which is still one page. A page
+/// dictionary with no `N G obj` before it (damaged) counts on its own.
+fn count_page_objects(bytes: &[u8]) -> usize {
+    let mut numbers = std::collections::HashSet::new();
+    let mut unnumbered = 0;
+    for at in page_positions(bytes) {
+        match object_number_before(bytes, at) {
+            Some(n) => {
+                numbers.insert(n);
+            }
+            None => unnumbered += 1,
         }
     }
-    n
+    numbers.len() + unnumbered
+}
+
+/// The number of the object whose `N G obj` header is the nearest before `at` (within 4 KiB,
+/// and with no `endobj` between: a page dictionary is small).
+fn object_number_before(bytes: &[u8], at: usize) -> Option<u64> {
+    let window = &bytes[at.saturating_sub(4096)..at];
+    let obj = window.windows(3).rposition(|w| w == b"obj")?;
+    if window[..obj].ends_with(b"end") {
+        return None; // the nearest is the end of the previous object: this one has no header
+    }
+    // Backwards over: whitespace, generation digits, whitespace, object number digits.
+    let before = &window[..obj];
+    let mut i = before.len();
+    let skip = |i: &mut usize, f: fn(&u8) -> bool| {
+        let start = *i;
+        while *i > 0 && f(&before[*i - 1]) {
+            *i -= 1;
+        }
+        *i < start
+    };
+    if !skip(&mut i, u8::is_ascii_whitespace)
+        || !skip(&mut i, u8::is_ascii_digit)
+        || !skip(&mut i, u8::is_ascii_whitespace)
+    {
+        return None;
+    }
+    let end = i;
+    if !skip(&mut i, u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(&before[i..end]).ok()?.parse().ok()
+}
+
+/// Counts `/Type /Page` objects (not `/Pages`), with or without the space.
+fn count_pages(bytes: &[u8]) -> usize {
+    page_positions(bytes).count()
+}
+
+/// Where each `/Type /Page` (not `/Pages`) is, with or without the space.
+fn page_positions(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while let Some(pos) = bytes.get(i..)?.windows(5).position(|w| w == b"/Type") {
+            let at = i + pos;
+            let mut j = at + 5;
+            i = j;
+            while j < bytes.len() && matches!(bytes[j], b' ' | b'\r' | b'\n' | b'\t') {
+                j += 1;
+            }
+            if bytes[j..].starts_with(b"/Page") && !bytes[j..].starts_with(b"/Pages") {
+                return Some(at);
+            }
+        }
+        None
+    })
 }
 
 /// Header, trailer and page-count sanity of a PDF; returns the page count.
@@ -189,7 +241,7 @@ pub fn check_pdf(bytes: &[u8], max_pages: usize) -> Result<usize, PdfError> {
     if offset >= bytes.len() as u64 {
         return Err(PdfError::BadStartXref(offset));
     }
-    let pages = count_pages(bytes) + object_stream_pages(bytes)?;
+    let pages = count_page_objects(bytes) + object_stream_pages(bytes)?;
     if pages == 0 {
         return Err(PdfError::NoPages);
     }
@@ -326,6 +378,85 @@ mod tests {
                 limit: MAX_INFLATED
             })
         );
+    }
+
+    /// A classic PDF: catalog, page tree, `pages` pages, optionally a linearisation
+    /// dictionary first; returns the bytes and the offset of its xref table.
+    fn classic_pdf(pages: usize, linearised: bool) -> (Vec<u8>, usize) {
+        let mut pdf = b"%PDF-1.4\n".to_vec();
+        if linearised {
+            // A linearised file opens with its linearisation dictionary and a first-page
+            // cross-reference section with its own trailer and startxref.
+            pdf.extend_from_slice(
+                format!("{} 0 obj\n<< /Linearized 1 /L 9999 /N {pages} /O 3 /E 0 /T 0 >>\nendobj\nxref\n0 0\ntrailer\n<< /Size 1 >>\nstartxref\n0\n%%EOF\n", pages + 3)
+                    .as_bytes(),
+            );
+        }
+        let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", i + 3)).collect();
+        pdf.extend_from_slice(b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n");
+        pdf.extend_from_slice(
+            format!(
+                "2 0 obj\n<< /Type /Pages /Kids [{}] /Count {pages} >>\nendobj\n",
+                kids.join(" ")
+            )
+            .as_bytes(),
+        );
+        for i in 0..pages {
+            pdf.extend_from_slice(
+                format!(
+                    "{} 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>\nendobj\n",
+                    i + 3
+                )
+                .as_bytes(),
+            );
+        }
+        let xref = pdf.len();
+        pdf.extend_from_slice(
+            format!("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", pages + 3)
+                .as_bytes(),
+        );
+        (pdf, xref)
+    }
+
+    /// What readers accept, ingest accepts, with the right page count: incremental updates
+    /// (a page rewritten is still one page), linearised files (a first-page trailer near
+    /// the top) and a broken xref offset that readers repair by scanning.
+    #[test]
+    fn updated_linearised_and_repairable_pdfs_count_right() {
+        let (plain, xref) = classic_pdf(3, false);
+        assert_eq!(check_pdf(&plain, 10), Ok(3));
+
+        // Two incremental updates, each rewriting page 4 0 obj (and adding nothing).
+        let mut updated = plain.clone();
+        let mut prev = xref;
+        for round in 0..2 {
+            let at = updated.len();
+            updated.extend_from_slice(
+                format!("4 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Rotate {} >>\nendobj\n", 90 * (round + 1))
+                    .as_bytes(),
+            );
+            let x = updated.len();
+            updated.extend_from_slice(
+                format!("xref\n4 1\n{at:010} 00000 n \ntrailer\n<< /Size 6 /Root 1 0 R /Prev {prev} >>\nstartxref\n{x}\n%%EOF\n")
+                    .as_bytes(),
+            );
+            prev = x;
+        }
+        assert_eq!(check_pdf(&updated, 10), Ok(3), "rewritten pages count once");
+        assert_eq!(count_pages(&updated), 5, "what a raw count would say");
+
+        let (linear, _) = classic_pdf(2, true);
+        assert_eq!(check_pdf(&linear, 10), Ok(2));
+
+        // startxref points into the middle of an object: readers rebuild the table.
+        let broken = String::from_utf8(plain.clone())
+            .unwrap()
+            .replace(&format!("startxref\n{xref}\n"), "startxref\n20\n");
+        assert_eq!(check_pdf(broken.as_bytes(), 10), Ok(3));
+
+        // A damaged page object with no header still counts (never under-count).
+        let headless = String::from_utf8(plain).unwrap().replace("5 0 obj\n", "");
+        assert_eq!(check_pdf(headless.as_bytes(), 10), Ok(3));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `docflow dev`: the embedded stack end to end on one machine.
 //!
-//! Starts a Nisshi broker, the schema registry, the ingest API and the thumbnails stage
-//! (consumer group `thumbnails`), declares the topics, registers the schemas, uploads each
-//! sample document through `POST /v1/documents?wait=30s` (ingest stores the bytes, records the
-//! job and produces `doc.uploaded`; the stage renders, stores and records the thumbnail and
-//! produces `doc.processed`), prints each job's per-stage status, then reads `doc.processed`
-//! back with a fresh consumer group and decodes every event through the registry.
+//! Starts a Nisshi broker, the schema registry, the ingest API and two stages (consumer groups
+//! `thumbnails` and `ocr-embeddings`), declares the topics, registers the schemas, uploads
+//! each sample document through `POST /v1/documents?wait=60s` (ingest stores the bytes,
+//! records the job and produces `doc.uploaded`; each stage does its work, records it and
+//! produces `doc.processed`), prints each job's per-stage status and summary, searches the
+//! samples by meaning (`GET /v1/search`), then reads `doc.processed` back with a fresh
+//! consumer group and decodes every event through the registry.
 //!
 //! The broker keeps its log in memory, so each run starts from an empty state directory
 //! database and object store as well (`--state-dir`, default `.run`).
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use docflow_embedded::{Stack, unique_name};
+use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
 use docflow_events::topics::DOC_PROCESSED;
 use docflow_events::{DocProcessed, EventCodec};
 use futures::StreamExt;
@@ -61,7 +63,7 @@ const DEV_TOKEN: &str = "dev-token";
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    step("starting broker, schema registry, topics, ingest API and the thumbnails stage");
+    step("starting broker, schema registry, topics, ingest API and the stages");
     // The broker keeps its log in memory, so the stack empties the state directory's
     // database and object store to match.
     let mut stack = Stack::builder()
@@ -69,7 +71,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .state_dir(&args.state_dir)
         .ports(args.broker_port, args.registry_port, args.ingest_port)
         .token(DEV_TOKEN, &args.tenant)
-        .ingest()
+        .ingest_with(|c| c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()])
         .start()
         .await?;
     step(&format!("broker at {}", stack.broker.bootstrap_servers()));
@@ -85,17 +87,22 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     step(&format!("ingest API at {}", stack.ingest_url()));
     stack.start_thumbnails().await?;
     step("thumbnails stage started (group thumbnails)");
+    stack.start_ocr_embeddings().await?;
+    step("ocr-embeddings stage started (group ocr-embeddings; models loaded)");
     step(&format!(
-        "uploading samples from {} through POST /v1/documents?wait=30s",
+        "uploading samples from {} through POST /v1/documents?wait=60s",
         args.samples.display()
     ));
     let uploaded = upload_samples(&args, stack.ingest_url()).await?;
+
+    step("searching the samples by meaning: GET /v1/search");
+    search(stack.ingest_url(), &uploaded).await?;
 
     step("reading doc.processed back with a new consumer group");
     read_back(&stack.kafka(), &codec, &uploaded).await?;
 
     println!(
-        "\nOK: {} documents uploaded, thumbnailed and announced on doc.processed in {:.1}s",
+        "\nOK: {} documents uploaded, thumbnailed, read, embedded and announced on doc.processed in {:.1}s",
         uploaded.len(),
         started.elapsed().as_secs_f64()
     );
@@ -137,7 +144,7 @@ async fn upload_samples(args: &DevArgs, ingest: &str) -> anyhow::Result<Vec<Uplo
         let size = bytes.len();
         let resp = http
             .post(format!("{}/v1/documents", ingest))
-            .query(&[("filename", name.as_str()), ("wait", "30s")])
+            .query(&[("filename", name.as_str()), ("wait", "60s")])
             .bearer_auth(DEV_TOKEN)
             .body(bytes)
             .send()
@@ -171,7 +178,12 @@ async fn upload_samples(args: &DevArgs, ingest: &str) -> anyhow::Result<Vec<Uplo
         );
         for stage in job["stages"].as_array().into_iter().flatten() {
             let output = &stage["output"];
-            let detail = if output.is_object() {
+            let detail = if output.get("chunks").is_some() {
+                format!(
+                    "{} page(s), {} read by OCR, {} chunk(s) embedded",
+                    output["pages"], output["ocr_pages"], output["chunks"]
+                )
+            } else if output.is_object() {
                 format!(
                     "{}x{} px, {} page(s)",
                     output["width"], output["height"], output["pages"]
@@ -190,9 +202,60 @@ async fn upload_samples(args: &DevArgs, ingest: &str) -> anyhow::Result<Vec<Uplo
         if let Some(url) = job["thumbnail_url"].as_str() {
             println!("        thumbnail        {}{url}", ingest);
         }
+        if let Some(summary) = job["summary"].as_str().filter(|s| !s.is_empty()) {
+            println!("        summary          {}", clip(summary, 140));
+        }
         out.push(Uploaded { name, id });
     }
     Ok(out)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &one_line[..at]),
+        None => one_line,
+    }
+}
+
+/// Questions whose answers are in the samples, in other words than the samples use.
+const QUERIES: [&str; 4] = [
+    "how much do we owe the supplier",
+    "quarterly revenue growth",
+    "when does the contract have to be renewed",
+    "which goods arrived at the warehouse",
+];
+
+async fn search(ingest: &str, uploaded: &[Uploaded]) -> anyhow::Result<()> {
+    let names: HashMap<&str, &str> = uploaded
+        .iter()
+        .map(|u| (u.id.as_str(), u.name.as_str()))
+        .collect();
+    let http = reqwest::Client::new();
+    for q in QUERIES {
+        let resp = http
+            .get(format!("{ingest}/v1/search"))
+            .query(&[("q", q), ("k", "1")])
+            .bearer_auth(DEV_TOKEN)
+            .send()
+            .await?;
+        let status = resp.status();
+        let body: serde_json::Value = resp.json().await?;
+        if !status.is_success() {
+            bail!("search failed: {status}: {}", body["message"]);
+        }
+        for hit in body["results"].as_array().into_iter().flatten() {
+            let id = hit["document_id"].as_str().unwrap_or("");
+            println!(
+                "    {q:?}\n        -> {} p.{} (score {:.2}): {}",
+                names.get(id).copied().unwrap_or(id),
+                hit["page"],
+                hit["score"].as_f64().unwrap_or(0.0),
+                clip(hit["text"].as_str().unwrap_or(""), 100)
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn read_back(
@@ -207,7 +270,11 @@ async fn read_back(
         .set("enable.auto.commit", "false")
         .create()?;
     consumer.subscribe(&[DOC_PROCESSED])?;
-    let mut want: HashMap<&str, &Uploaded> = uploaded.iter().map(|u| (u.id.as_str(), u)).collect();
+    // One event per document and stage.
+    let mut want: HashMap<(&str, &str), &Uploaded> = uploaded
+        .iter()
+        .flat_map(|u| [THUMBNAILS, OCR_EMBEDDINGS].map(|s| ((u.id.as_str(), s), u)))
+        .collect();
     let mut stream = consumer.stream();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !want.is_empty() {
@@ -217,7 +284,11 @@ async fn read_back(
             Err(_) => bail!("timed out; {} events not read back", want.len()),
         };
         let event: DocProcessed = codec.decode(msg.payload().unwrap_or_default()).await?;
-        let Some(u) = want.remove(event.document_id.as_str()) else {
+        let key = want
+            .keys()
+            .find(|(id, stage)| *id == event.document_id && *stage == event.stage)
+            .copied();
+        let Some(u) = key.and_then(|k| want.remove(&k)) else {
             continue;
         };
         if msg.key() != Some(u.id.as_bytes()) {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
-use docflow_events::stages::THUMBNAILS;
+use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
 use docflow_events::topics::{DOC_PROCESSED, DOC_UPLOADED, partitions};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
 use docflow_stage::StageArgs;
@@ -37,7 +37,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     Broker, EmbeddedError, EmbeddedRegistry, Storage, io, pdfium_library, unique_name,
-    workspace_binary,
+    workspace_binary, workspace_root,
 };
 
 /// A record as read back: (key, value).
@@ -71,6 +71,7 @@ pub struct StackBuilder {
     tokens: Vec<(String, String)>,
     ingest: Option<IngestTweak>,
     thumbnails: bool,
+    ocr_embeddings: bool,
     sqlite: bool,
 }
 
@@ -83,6 +84,7 @@ impl std::fmt::Debug for StackBuilder {
             .field("state_dir", &self.state_dir)
             .field("ingest", &self.ingest.is_some())
             .field("thumbnails", &self.thumbnails)
+            .field("ocr_embeddings", &self.ocr_embeddings)
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +163,13 @@ impl StackBuilder {
     /// Run the thumbnails stage in process.
     pub fn thumbnails(mut self) -> Self {
         self.thumbnails = true;
+        self
+    }
+
+    /// Run the ocr-embeddings stage in process (its page-reading workers are the real
+    /// `docflow-ocr-embeddings` binary).
+    pub fn ocr_embeddings(mut self) -> Self {
+        self.ocr_embeddings = true;
         self
     }
 
@@ -245,11 +254,31 @@ impl StackBuilder {
             scratch,
             _temp: temp,
         };
+        // Ingest reports (and `?wait=` waits for) the stages this stack runs.
+        let running: Vec<String> = [
+            (self.thumbnails, THUMBNAILS),
+            (self.ocr_embeddings, OCR_EMBEDDINGS),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| name.to_owned())
+        .collect();
         if let Some(tweak) = self.ingest {
+            let tweak: IngestTweak = if running.is_empty() {
+                tweak
+            } else {
+                Box::new(move |config: &mut docflow_ingest::Config| {
+                    config.stages = running;
+                    tweak(config);
+                })
+            };
             stack.start_ingest(self.ingest_port, tweak).await?;
         }
         if self.thumbnails {
             stack.start_thumbnails().await?;
+        }
+        if self.ocr_embeddings {
+            stack.start_ocr_embeddings().await?;
         }
         Ok(stack)
     }
@@ -328,6 +357,7 @@ impl Stack {
             tokens: Vec::new(),
             ingest: None,
             thumbnails: false,
+            ocr_embeddings: false,
             sqlite: false,
         }
     }
@@ -475,6 +505,38 @@ impl Stack {
                 source: e.into(),
             })?;
         self.spawn(THUMBNAILS, move |shutdown| async move {
+            docflow_stage::run_until(stage, &config.stage, registry, shutdown).await
+        });
+        Ok(())
+    }
+
+    /// Starts the ocr-embeddings stage in process (pdfium from [`pdfium_library`], models and
+    /// onnxruntime from the workspace's `.tools/`).
+    pub async fn start_ocr_embeddings(&mut self) -> Result<(), EmbeddedError> {
+        self.start_ocr_embeddings_with(|_| {}).await
+    }
+
+    /// Starts the ocr-embeddings stage in process with `tweak` applied to its configuration
+    /// (limits, workers).
+    pub async fn start_ocr_embeddings_with(
+        &mut self,
+        tweak: impl FnOnce(&mut docflow_ocr_embeddings::Config),
+    ) -> Result<(), EmbeddedError> {
+        let mut config = docflow_ocr_embeddings::Config::local(
+            self.stage_args(OCR_EMBEDDINGS)?,
+            &workspace_root().join(".tools"),
+        )?;
+        config.pdfium_lib = pdfium_library();
+        config.isolation.worker_exe = Some(workspace_binary("docflow-ocr-embeddings")?);
+        tweak(&mut config);
+        let registry = prometheus::Registry::new();
+        let stage = docflow_ocr_embeddings::build(&config, &registry)
+            .await
+            .map_err(|e| EmbeddedError::Service {
+                name: OCR_EMBEDDINGS,
+                source: e.into(),
+            })?;
+        self.spawn(OCR_EMBEDDINGS, move |shutdown| async move {
             docflow_stage::run_until(stage, &config.stage, registry, shutdown).await
         });
         Ok(())

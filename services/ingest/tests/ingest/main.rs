@@ -434,6 +434,67 @@ async fn slow_clients_are_cut_off_and_uploads_are_capped() {
     s.finish().await;
 }
 
+/// An upload's body goes to disk as it arrives, not to memory: half of a 24 MiB body, sent
+/// and then stalled, is already in the staged file; after the 408 the file is gone, and a
+/// finished upload leaves only its blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_bodies_stream_to_disk_not_memory() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SIZE: usize = 24 << 20;
+    let s = Stack::start_tweaked(Storage::Memory, |config| {
+        config.max_upload_bytes = 32 << 20;
+        config.body_timeout = Duration::from_secs(4);
+    })
+    .await;
+    let incoming = s.objects.join(".incoming");
+    let staged_bytes = || -> u64 {
+        std::fs::read_dir(&incoming)
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: image/png\r\nContent-Length: {SIZE}\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(SIZE / 2, 7);
+    c.write_all(&body).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while staged_bytes() < (SIZE / 2) as u64 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        staged_bytes(),
+        (SIZE / 2) as u64,
+        "the half that arrived is on disk while the client stalls"
+    );
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert_eq!(
+        staged_bytes(),
+        0,
+        "a timed-out upload leaves no staged file"
+    );
+
+    // A whole upload: nothing left staged, the blob under its key.
+    let (st, body, _) = s.post(Some(ALICE), "", pdf()).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(staged_bytes(), 0);
+    let id = body["job_id"].as_str().unwrap();
+    assert_eq!(document_id(&pdf()), id);
+    assert!(s.objects.join("alice").join(id).exists());
+    s.finish().await;
+}
+
 /// Broker down: 503 with Retry-After and a job record (no orphaned blob); broker back: the
 /// same upload goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
