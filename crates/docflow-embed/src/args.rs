@@ -16,7 +16,8 @@ pub struct EmbedArgs {
     )]
     pub embed_model_dir: PathBuf,
 
-    /// Where the model runs: `auto` or `cpu` (this build has the CPU path only).
+    /// Where the model runs: `auto` (GPU 0 when a CUDA device, its driver, cuBLAS and NVRTC
+    /// are there, else the CPU), `cpu`, `cuda` or `cuda:N` (an error if it cannot be used).
     #[arg(long = "device", env = "DOCFLOW_DEVICE", default_value = "auto")]
     pub device: String,
 

@@ -63,8 +63,8 @@ impl Batcher {
     }
 
     /// Where the model runs, for logs.
-    pub fn device_name(&self) -> &'static str {
-        self.embedder.device_name()
+    pub fn device(&self) -> &str {
+        self.embedder.device()
     }
 
     /// The unit vectors of `texts`, in order.

@@ -4,7 +4,8 @@
 //! hidden state, L2 normalisation), so a vector here and one from Python agree to a cosine of
 //! 0.9999 or better (tested against committed reference vectors).
 //!
-//! - [`Embedder`]: tokenizer + model on the CPU (candle).
+//! - [`Embedder`]: tokenizer + model, on the CPU (candle) or an NVIDIA GPU ([`gpu`]: cudarc,
+//!   cuBLAS and NVRTC kernels, chosen at run time by `--device auto|cpu|cuda[:N]`).
 //! - [`chunk`]: page text cut into windows that fit the model, with overlap.
 //! - [`Batcher`]: one model per process shared by every worker; requests from many documents
 //!   are batched under a token budget (text-embeddings-inference's rule), so a busy stage
@@ -17,13 +18,14 @@
 mod args;
 mod batch;
 pub mod chunk;
+pub mod gpu;
 mod model;
 pub mod summary;
 
 pub use args::EmbedArgs;
 pub use batch::Batcher;
 pub use chunk::Chunk;
-pub use model::{DIMENSIONS, Embedder, MAX_TOKENS, cosine};
+pub use model::{DIMENSIONS, DeviceChoice, Embedder, MAX_TOKENS, cosine};
 
 /// Embedding failures.
 #[derive(Debug, thiserror::Error)]
@@ -52,9 +54,12 @@ pub enum EmbedError {
     /// The tensor library failed (loading weights or running the model).
     #[error("model: {0}")]
     Model(#[from] candle_core::Error),
-    /// A device that this build or machine cannot use was asked for.
+    /// A device that this machine cannot use was asked for (or a bad `--device`).
     #[error("device {0:?}: {1}")]
-    Device(String, &'static str),
+    Device(String, String),
+    /// The GPU path failed while embedding.
+    #[error("gpu: {0}")]
+    Gpu(#[from] gpu::GpuError),
     /// The model thread could not be started.
     #[error("starting the embedding thread: {0}")]
     Thread(#[source] std::io::Error),

@@ -29,14 +29,54 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// all-MiniLM-L6-v2 on the CPU.
+/// Where the model runs.
+enum Backend {
+    /// candle's BERT, f32.
+    Cpu(Box<BertModel>),
+    /// The cudarc path, f16 weights with f32 accumulation.
+    Cuda(Box<crate::gpu::GpuModel>),
+}
+
+/// What `--device` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The GPU when one is usable, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// GPU N; an error when it cannot be used.
+    Cuda(usize),
+}
+
+impl DeviceChoice {
+    /// Parses `auto`, `cpu`, `cuda` or `cuda:N`.
+    pub fn parse(s: &str) -> Result<Self, EmbedError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "cuda" | "gpu" => Ok(DeviceChoice::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceChoice::Cuda)
+                .ok_or_else(|| {
+                    EmbedError::Device(s.to_owned(), "expected auto, cpu, cuda or cuda:N".into())
+                }),
+        }
+    }
+}
+
+/// all-MiniLM-L6-v2 on the CPU (candle) or a GPU (cudarc), with its tokenizer.
 pub struct Embedder {
-    model: BertModel,
+    backend: Backend,
     /// Truncating at [`MAX_TOKENS`], padding to the longest of a batch: for the model.
     tokenizer: Tokenizer,
     /// Neither truncating nor padding: for counting and chunking.
     plain: Tokenizer,
-    device: Device,
+    /// `cpu` or `cuda:N (name)`.
+    device: String,
+    /// Why this device (for the start-up log line).
+    reason: String,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -59,18 +99,12 @@ fn tok_err(e: impl std::fmt::Display) -> EmbedError {
 }
 
 impl Embedder {
-    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir` onto the
-    /// device `device` names (`auto` or `cpu`).
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` (f32 or f16) from `dir`
+    /// onto the device `device` names (`auto`, `cpu`, `cuda` or `cuda:N`). `auto` takes GPU 0
+    /// when its driver, cuBLAS, NVRTC and the device are there, else the CPU;
+    /// [`Embedder::device_reason`] says which and why.
     pub fn load(dir: &Path, device: &str) -> Result<Self, EmbedError> {
-        let device = match device {
-            "auto" | "cpu" => Device::Cpu,
-            other => {
-                return Err(EmbedError::Device(
-                    other.to_owned(),
-                    "this build runs embeddings on the CPU only (`auto` or `cpu`)",
-                ));
-            }
-        };
+        let choice = DeviceChoice::parse(device)?;
         let config_path = dir.join("config.json");
         let config: Config =
             serde_json::from_slice(&read(&config_path)?).map_err(|source| EmbedError::Config {
@@ -94,23 +128,58 @@ impl Embedder {
             strategy: PaddingStrategy::BatchLongest,
             ..PaddingParams::default()
         }));
-        let weights = read(&dir.join("model.safetensors"))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
-        let model = BertModel::load(vb, &config)?;
+        let gpu = |n: usize| {
+            crate::gpu::probe(n).and_then(|()| crate::gpu::GpuModel::load(dir, &config, n))
+        };
+        let (backend, device, reason) = match choice {
+            DeviceChoice::Cpu => (
+                cpu(dir, &config)?,
+                "cpu".to_owned(),
+                "--device cpu".to_owned(),
+            ),
+            DeviceChoice::Cuda(n) => {
+                let model =
+                    gpu(n).map_err(|e| EmbedError::Device(device.to_owned(), e.to_string()))?;
+                let name = model.name().to_owned();
+                (
+                    Backend::Cuda(Box::new(model)),
+                    name,
+                    format!("--device {device}"),
+                )
+            }
+            DeviceChoice::Auto => match gpu(0) {
+                Ok(model) => {
+                    let name = model.name().to_owned();
+                    (
+                        Backend::Cuda(Box::new(model)),
+                        name,
+                        "--device auto: a CUDA device with its driver, cuBLAS and NVRTC".to_owned(),
+                    )
+                }
+                Err(e) => (
+                    cpu(dir, &config)?,
+                    "cpu".to_owned(),
+                    format!("--device auto: {e}"),
+                ),
+            },
+        };
         Ok(Embedder {
-            model,
+            backend,
             tokenizer,
             plain,
             device,
+            reason,
         })
     }
 
-    /// Where the model runs, for logs.
-    pub fn device_name(&self) -> &'static str {
-        match self.device {
-            Device::Cpu => "cpu",
-            _ => "gpu",
-        }
+    /// Where the model runs: `cpu` or `cuda:N (name)`.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Why it runs there (for the one start-up log line).
+    pub fn device_reason(&self) -> &str {
+        &self.reason
     }
 
     /// Tokens the model would see for `text` (`[CLS]` and `[SEP]` included, at most
@@ -163,10 +232,15 @@ impl Embedder {
             ids.extend_from_slice(e.get_ids());
             mask.extend_from_slice(e.get_attention_mask());
         }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let model = match &self.backend {
+            Backend::Cuda(gpu) => return Ok(gpu.embed(&ids, &mask, n, len)?),
+            Backend::Cpu(model) => model,
+        };
+        let device = Device::Cpu;
+        let ids = Tensor::from_vec(ids, (n, len), &device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &device)?;
         let types = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (n, len, 384)
+        let hidden = model.forward(&ids, &types, Some(&mask))?; // (n, len, 384)
         // Mean over the real tokens (padding masked out), then unit length — what
         // sentence-transformers' Pooling(mean) + Normalize do.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
@@ -177,6 +251,13 @@ impl Embedder {
         let unit = mean.broadcast_div(&norms)?;
         Ok(unit.to_vec2::<f32>()?)
     }
+}
+
+/// candle's BERT on the CPU, f32 (an f16 file is widened).
+fn cpu(dir: &Path, config: &Config) -> Result<Backend, EmbedError> {
+    let weights = read(&dir.join("model.safetensors"))?;
+    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)?;
+    Ok(Backend::Cpu(Box::new(BertModel::load(vb, config)?)))
 }
 
 #[cfg(test)]
