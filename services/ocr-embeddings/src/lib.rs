@@ -210,8 +210,8 @@ pub async fn build(
         .map_err(anyhow::Error::msg)?;
     let embedder = Embedder::load(&config.embed.embed_model_dir, &config.embed.device)?;
     tracing::info!(
-        device = embedder.device_name(),
-        reason = "no GPU path in this build: embeddings run on the CPU (candle)",
+        device = embedder.device(),
+        reason = embedder.device_reason(),
         "embedding model loaded"
     );
     let batcher = Batcher::start(embedder, config.embed.max_batch_tokens)?;

@@ -189,6 +189,12 @@ impl Extractor {
     fn image(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
         // The header first: a bomb is refused before it is decoded.
         let format = image::guess_format(bytes).map_err(|_| PageError::Unsupported)?;
+        if !matches!(
+            format,
+            image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::Tiff
+        ) {
+            return Err(PageError::Unsupported);
+        }
         let (w, h) = ImageReader::with_format(std::io::Cursor::new(bytes), format)
             .into_dimensions()
             .map_err(|e| PageError::Image(e.to_string()))?;

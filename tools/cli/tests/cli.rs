@@ -35,7 +35,7 @@ fn dev_stack_runs_the_samples_end_to_end() {
     let samples = std::fs::read_dir(root().join("samples")).unwrap().count();
     assert!(
         stdout.contains(&format!(
-            "OK: {samples} documents uploaded, thumbnailed and announced on doc.processed"
+            "OK: {samples} documents uploaded, thumbnailed, read, embedded and announced on doc.processed"
         )),
         "{stdout}"
     );
@@ -45,7 +45,18 @@ fn dev_stack_runs_the_samples_end_to_end() {
         "every upload waited for its results: {stdout}"
     );
     assert_eq!(stdout.matches("pipeline=done").count(), samples, "{stdout}");
-    assert_eq!(stdout.matches("outcome=Ok").count(), samples, "{stdout}");
+    // One doc.processed per document and stage.
+    assert_eq!(
+        stdout.matches("outcome=Ok").count(),
+        2 * samples,
+        "{stdout}"
+    );
+    // The scan has no text layer: OCR read it, and search by meaning finds it.
+    assert!(stdout.contains("1 read by OCR"), "{stdout}");
+    assert!(
+        stdout.contains("-> scan-delivery-note.png p.1"),
+        "the scan is found by a question in other words: {stdout}"
+    );
     // Every sample's bytes are in the object store under its document id, and a thumbnail
     // for each under the stage's derived prefix.
     let demo = state.path().join("objects/demo");

@@ -461,6 +461,9 @@ impl Stack {
             &tokens,
         )?;
         config.topic = self.topics.uploaded.clone();
+        // The search model `make tools` installed in this checkout (not the process's
+        // working directory, which for a test is its crate's).
+        config.embed_model_dir = workspace_root().join(".tools/models/minilm");
         tweak(&mut config);
         let app =
             docflow_ingest::build_state(&config)

@@ -129,11 +129,7 @@ impl Ocr {
                 });
             }
         }
-        let env = ort::init_from(&config.runtime)
-            .map_err(rt)?
-            .with_name("docflow-ocr")
-            .build()
-            .map_err(rt)?;
+        let env = environment(&config.runtime)?;
         let session = |path: &Path| -> Result<Session, OcrError> {
             Session::builder(&env)
                 .map_err(rt)?
@@ -315,6 +311,26 @@ impl Ocr {
         }
         Ok(out)
     }
+}
+
+/// onnxruntime allows one environment per process: made by the first engine, shared by the
+/// others (a worker has one engine; the benchmarks and tests several).
+fn environment(runtime: &Path) -> Result<ort::environment::Environment, OcrError> {
+    static ENV: std::sync::Mutex<Option<ort::environment::Environment>> =
+        std::sync::Mutex::new(None);
+    let mut env = ENV
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(e) = env.as_ref() {
+        return Ok(e.clone());
+    }
+    let built = ort::init_from(runtime)
+        .map_err(rt)?
+        .with_name("docflow-ocr")
+        .build()
+        .map_err(rt)?;
+    *env = Some(built.clone());
+    Ok(built)
 }
 
 /// `image` (RGB) as a CHW tensor in BGR order (the models were trained on OpenCV's BGR),

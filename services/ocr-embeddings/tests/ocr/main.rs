@@ -315,7 +315,8 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
         .partitions(2)
         .token(ALICE, "alice")
         .token(BOB, "bob")
-        .ingest()
+        // `?wait=` waits for this stage only (it starts after the stack, with its limits).
+        .ingest_with(|c| c.stages = vec![OCR_EMBEDDINGS.to_owned()])
         .start()
         .await
         .unwrap();
