@@ -11,7 +11,7 @@ CARGO ?= cargo
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
 .DEFAULT_GOAL := help
-.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry
+.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry gpu-bundle
 
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
@@ -39,6 +39,14 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin thumbnails-bench -- --out bench/results/thumbnails.md
 	$(CARGO) build --release --quiet -p docflow-ocr-embeddings
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md
+
+gpu-bundle: tools ## Put the release embed-bench and the model as f16 safetensors under .tools/gpu (what bench/gpu/check.sh runs on a GPU machine)
+	$(CARGO) build --release --quiet -p docflow-bench --bin embed-bench
+	@mkdir -p .tools/gpu
+	cp $(CARGO_TARGET_DIR)/release/embed-bench .tools/gpu/embed-bench
+	strip .tools/gpu/embed-bench
+	.tools/gpu/embed-bench export-f16 --from .tools/models/minilm --to .tools/gpu/minilm-f16
+	@du -sh .tools/gpu
 
 schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones
 	$(CARGO) run --quiet -p docflow-cli -- schemas check --dir schemas --level BACKWARD_TRANSITIVE
