@@ -274,7 +274,8 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn embedder() -> Embedder {
-        Embedder::load(&model_dir(), "auto").expect("the MiniLM model (run `make tools`)")
+        // The CPU path, also on a machine with a GPU (the GPU tests compare against it).
+        Embedder::load(&model_dir(), "cpu").expect("the MiniLM model (run `make tools`)")
     }
 
     /// (text, input ids, vector) from sentence-transformers (bench/reference/minilm_reference.py).

@@ -16,6 +16,7 @@ pub mod deliveries;
 pub mod jobs;
 pub mod results;
 pub mod scratch;
+pub mod search;
 pub mod text;
 pub mod tokens;
 
@@ -23,6 +24,7 @@ pub use blobs::{BlobError, Blobs, Staged};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use results::{ResultStore, StageRun, StageStatus};
+pub use search::SearchIndex;
 pub use text::{ChunkRow, DocumentText, PageText, TextKey, TextSource, TextStore};
 pub use tokens::{TokenInfo, Tokens};
 

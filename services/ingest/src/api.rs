@@ -628,10 +628,7 @@ async fn search(
         .map_err(|e| ApiError::Internal(format!("embedding the query: {e}")))?
         .pop()
         .unwrap_or_default();
-    let hits = state
-        .text
-        .search(&tenant, stages::OCR_EMBEDDINGS, &vector, k)
-        .await?;
+    let hits = state.search.search(&tenant, &vector, k).await?;
     let results: Vec<Value> = hits
         .into_iter()
         .map(|h| {

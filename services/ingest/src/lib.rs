@@ -136,6 +136,15 @@ pub struct Config {
     )]
     pub embed_model_dir: PathBuf,
 
+    /// Most chunks of one tenant `GET /v1/search` holds in memory (about 1.5 KiB each); a
+    /// tenant with more is searched by the result store's exact scan instead.
+    #[arg(
+        long,
+        env = "DOCFLOW_SEARCH_INDEX_MAX_CHUNKS",
+        default_value_t = 1_000_000
+    )]
+    pub search_index_max_chunks: usize,
+
     /// Topic of accepted documents.
     #[arg(long, env = "DOCFLOW_INGEST_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
     pub topic: String,
@@ -191,6 +200,8 @@ pub struct AppState {
     pub(crate) jobs: docflow_store::Jobs,
     pub(crate) results: docflow_store::ResultStore,
     pub(crate) text: docflow_store::TextStore,
+    /// The chunk vectors `GET /v1/search` scores, per tenant in memory.
+    pub(crate) search: docflow_store::SearchIndex,
     /// The query embedder of `GET /v1/search`, loaded on first use from `embed_model_dir`.
     pub(crate) search_model: tokio::sync::OnceCell<Arc<docflow_embed::Embedder>>,
     pub(crate) embed_model_dir: PathBuf,
@@ -249,7 +260,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let jobs = docflow_store::Jobs::new(pool.clone());
     let results = docflow_store::ResultStore::new(pool.clone());
     let text = docflow_store::TextStore::new(pool.clone());
-    let db_tokens = docflow_store::Tokens::new(pool);
+    let db_tokens = docflow_store::Tokens::new(pool.clone());
     let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
     let mut kafka = config.kafka.clone();
     if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {
@@ -271,6 +282,11 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         jobs,
         results,
         text,
+        search: docflow_store::SearchIndex::new(
+            pool.clone(),
+            docflow_events::stages::OCR_EMBEDDINGS,
+            config.search_index_max_chunks,
+        ),
         search_model: tokio::sync::OnceCell::new(),
         embed_model_dir: config.embed_model_dir.clone(),
         db_tokens,

@@ -597,7 +597,8 @@ pub fn probe(ordinal: usize) -> Result<(), GpuError> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(missing("libnvrtc"));
     }
-    let count = CudaContext::device_count()?;
+    let count = CudaContext::device_count()
+        .map_err(|e| GpuError::Unavailable(format!("the CUDA driver reports no device ({e})")))?;
     let count = usize::try_from(count).unwrap_or(0);
     if ordinal >= count {
         return Err(GpuError::Unavailable(format!(
@@ -605,4 +606,42 @@ pub fn probe(ordinal: usize) -> Result<(), GpuError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernels compile with the real NVRTC where its library is found (it needs no GPU
+    /// or driver: a CUDA 13 NVRTC on LD_LIBRARY_PATH is enough), for Hopper's compute
+    /// capability, and every kernel the launcher names is in the module's PTX.
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        // SAFETY: only tries to dlopen libnvrtc.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("kernels_compile_with_nvrtc: SKIPPED, libnvrtc not found on this machine");
+            return;
+        }
+        let dims = Dims {
+            hidden: 384,
+            heads: 12,
+            intermediate: 1536,
+            layers: 6,
+            vocab: 30522,
+            positions: 512,
+            eps: 1e-12,
+        };
+        let options = CompileOptions {
+            options: vec!["--gpu-architecture=compute_90".into()],
+            ..CompileOptions::default()
+        };
+        let ptx = compile_ptx_with_opts(kernel_source(&dims), options).unwrap();
+        let text = ptx.to_src();
+        for name in KERNELS {
+            assert!(
+                text.contains(&format!(".entry {name}(")),
+                "{name} missing from the PTX"
+            );
+        }
+    }
 }

@@ -203,6 +203,23 @@ impl GpuModel {
         sequences: usize,
         seq: usize,
     ) -> Result<Vec<Vec<f32>>, GpuError> {
+        // The kernels trust these sizes (they index positions, ids and the mask by them).
+        let tokens = sequences
+            .checked_mul(seq)
+            .ok_or(GpuError::TooLarge(sequences))?;
+        if tokens == 0 || ids.len() != tokens || mask.len() != tokens {
+            return Err(GpuError::Unsupported(format!(
+                "{} ids and {} mask values for {sequences} sequences of {seq}",
+                ids.len(),
+                mask.len()
+            )));
+        }
+        if seq > self.dims.positions {
+            return Err(GpuError::Unsupported(format!(
+                "sequences of {seq} tokens (the model has {} positions)",
+                self.dims.positions
+            )));
+        }
         self.ops.bind()?;
         forward::forward(
             &self.ops,
@@ -213,6 +230,14 @@ impl GpuModel {
             sequences,
             seq,
         )
+    }
+}
+
+impl Drop for GpuModel {
+    fn drop(&mut self) {
+        // The buffers and the cuBLAS handle are freed next, possibly on a thread where this
+        // context is not current.
+        let _ = self.ops.bind();
     }
 }
 
