@@ -64,9 +64,9 @@ pub fn pdfium(library: &Path) -> Result<&'static Pdfium, MediaError> {
     Ok(PDFIUM.get_or_init(|| Pdfium::new(bindings)))
 }
 
-/// A PNG, JPEG or TIFF decoded, its cost bounded by its header first: a 1 x 500,000,000 grey
-/// PNG is a few hundred kilobytes and half a gigabyte decoded.
-pub fn decode_image(bytes: &[u8]) -> Result<DynamicImage, MediaError> {
+/// The format and size of a PNG, JPEG or TIFF from its header alone (nothing decoded);
+/// any other format is [`MediaError::Unsupported`].
+pub fn image_header(bytes: &[u8]) -> Result<(ImageFormat, u32, u32), MediaError> {
     let format = image::guess_format(bytes).map_err(|_| MediaError::Unsupported)?;
     if !matches!(
         format,
@@ -77,6 +77,13 @@ pub fn decode_image(bytes: &[u8]) -> Result<DynamicImage, MediaError> {
     let (width, height) = ImageReader::with_format(Cursor::new(bytes), format)
         .into_dimensions()
         .map_err(|e| MediaError::Image(e.to_string()))?;
+    Ok((format, width, height))
+}
+
+/// A PNG, JPEG or TIFF decoded, its cost bounded by its header first: a 1 x 500,000,000 grey
+/// PNG is a few hundred kilobytes and half a gigabyte decoded.
+pub fn decode_image(bytes: &[u8]) -> Result<DynamicImage, MediaError> {
+    let (format, width, height) = image_header(bytes)?;
     if width > MAX_SIDE || height > MAX_SIDE || u64::from(width) * u64::from(height) > MAX_PIXELS {
         return Err(MediaError::TooLarge { width, height });
     }

@@ -137,21 +137,31 @@ impl TextStore {
     pub async fn put(&self, key: TextKey<'_>, text: &DocumentText) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         for p in &text.pages {
-            sqlx::query(
+            // A NULL and a float are two statements: through sqlx's Any driver a statement
+            // first prepared with a NULL parameter keeps that parameter's type on
+            // PostgreSQL, and a later float in the same place is refused ("incorrect binary
+            // data format") on whichever pooled connection cached it.
+            let sql = if p.confidence.is_some() {
                 "INSERT INTO document_pages \
                  (tenant_id, document_id, stage, stage_version, page, source, confidence, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-            )
-            .bind(key.tenant_id)
-            .bind(key.document_id)
-            .bind(key.stage)
-            .bind(i64::from(key.stage_version))
-            .bind(int(p.page))
-            .bind(p.source.as_str())
-            .bind(p.confidence.map(f64::from))
-            .bind(&p.text)
-            .execute(&mut *tx)
-            .await?;
+                 VALUES ($1, $2, $3, $4, $5, $6, $8, $7) ON CONFLICT DO NOTHING"
+            } else {
+                "INSERT INTO document_pages \
+                 (tenant_id, document_id, stage, stage_version, page, source, confidence, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7) ON CONFLICT DO NOTHING"
+            };
+            let mut q = sqlx::query(sql)
+                .bind(key.tenant_id)
+                .bind(key.document_id)
+                .bind(key.stage)
+                .bind(i64::from(key.stage_version))
+                .bind(int(p.page))
+                .bind(p.source.as_str())
+                .bind(&p.text);
+            if let Some(c) = p.confidence {
+                q = q.bind(f64::from(c));
+            }
+            q.execute(&mut *tx).await?;
         }
         for (i, c) in text.chunks.iter().enumerate() {
             sqlx::query(
@@ -274,6 +284,44 @@ mod tests {
         for db in crate::scratch::ScratchDb::all().await.unwrap() {
             let pool = crate::open(&db.url, 2).await.unwrap();
             exercise(&TextStore::new(pool)).await;
+            db.drop_now().await.unwrap();
+        }
+    }
+
+    /// One connection: a page without a confidence (NULL), then pages with one, then
+    /// without again (sqlx's Any driver caches a statement's parameter types per connection).
+    #[tokio::test]
+    async fn pages_with_and_without_confidence_share_a_connection() {
+        for db in crate::scratch::ScratchDb::all().await.unwrap() {
+            let store = TextStore::new(crate::open(&db.url, 1).await.unwrap());
+            for (i, confidence) in [None, Some(0.93), None, Some(0.5)].into_iter().enumerate() {
+                let page = PageText {
+                    page: 1,
+                    source: if confidence.is_some() {
+                        TextSource::Ocr
+                    } else {
+                        TextSource::TextLayer
+                    },
+                    confidence,
+                    text: format!("page {i}"),
+                };
+                let doc = format!("doc{i}");
+                let key = TextKey {
+                    tenant_id: "t",
+                    document_id: &doc,
+                    stage: "ocr-embeddings",
+                    stage_version: 1,
+                };
+                let text = DocumentText {
+                    pages: vec![page.clone()],
+                    chunks: Vec::new(),
+                };
+                store.put(key, &text).await.unwrap();
+                let back = store.pages("t", &doc, "ocr-embeddings").await.unwrap();
+                assert_eq!(back.len(), 1);
+                assert_eq!(back[0].text, page.text);
+                assert_eq!(back[0].confidence.is_some(), confidence.is_some());
+            }
             db.drop_now().await.unwrap();
         }
     }

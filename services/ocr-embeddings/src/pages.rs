@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use docflow_stage::media::{self, MediaError};
-use image::{DynamicImage, ImageReader, RgbImage};
+use image::{DynamicImage, RgbImage};
 use pdfium_render::prelude::{PdfRenderConfig, Pdfium};
 use serde::{Deserialize, Serialize};
 
@@ -188,16 +188,7 @@ impl Extractor {
 
     fn image(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
         // The header first: a bomb is refused before it is decoded.
-        let format = image::guess_format(bytes).map_err(|_| PageError::Unsupported)?;
-        if !matches!(
-            format,
-            image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::Tiff
-        ) {
-            return Err(PageError::Unsupported);
-        }
-        let (w, h) = ImageReader::with_format(std::io::Cursor::new(bytes), format)
-            .into_dimensions()
-            .map_err(|e| PageError::Image(e.to_string()))?;
+        let (_, w, h) = media::image_header(bytes)?;
         let pixels = u64::from(w) * u64::from(h);
         if pixels
             > self

@@ -79,12 +79,18 @@ fn build_pdf(contents: &[Vec<u8>], scans: Option<&[&GrayImage]>) -> Vec<u8> {
             objects.push(xobject);
         }
     }
-    let mut out = b"%PDF-1.4\n".to_vec();
+    assemble(&objects)
+}
+
+/// A PDF file of `objects` (object `i + 1` is `objects[i]`, object 1 the catalog) with its
+/// cross-reference table and trailer.
+pub fn assemble<O: AsRef<[u8]>>(objects: &[O]) -> Vec<u8> {
+    let mut out = b"%PDF-1.7\n".to_vec();
     let mut offsets = Vec::new();
     for (i, body) in objects.iter().enumerate() {
         offsets.push(out.len());
         out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend_from_slice(body);
+        out.extend_from_slice(body.as_ref());
         out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();

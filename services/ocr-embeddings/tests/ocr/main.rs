@@ -8,6 +8,7 @@
 use std::io::Cursor;
 use std::time::Duration;
 
+use docflow_embedded::measure::cer;
 use docflow_embedded::pdf::{image_pdf, text_pdf};
 use docflow_embedded::{pdfium_library, workspace_root};
 use docflow_events::stages::OCR_EMBEDDINGS;
@@ -65,31 +66,6 @@ fn extractor(limits: Limits) -> Extractor {
     })
     .expect("OCR models and onnxruntime (run `make tools`)");
     Extractor::new(&pdfium_library(), ocr, limits).unwrap()
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        let mut diag = row[0];
-        row[0] = i;
-        for j in 1..=b.len() {
-            let up = row[j];
-            row[j] = (row[j] + 1)
-                .min(row[j - 1] + 1)
-                .min(diag + usize::from(a[i - 1] != b[j - 1]));
-            diag = up;
-        }
-    }
-    row[b.len()]
-}
-
-/// Character error rate of `got` against `want`, white space normalised to single spaces.
-fn cer(got: &str, want: &str) -> f64 {
-    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (g, w) = (norm(got), norm(want));
-    edit_distance(&g, &w) as f64 / w.chars().count().max(1) as f64
 }
 
 const INVOICE: &[&str] = &[
