@@ -109,3 +109,34 @@ pub fn assemble<O: AsRef<[u8]>>(objects: &[O]) -> Vec<u8> {
     );
     out
 }
+
+/// `image` rotated by `degrees` about its centre (bilinear, white outside) with ±24 grey
+/// levels of uniform noise: a skewed, dirty scan.
+pub fn noisy_rotated(image: &GrayImage, degrees: f32) -> GrayImage {
+    let (w, h) = image.dimensions();
+    let (sin, cos) = degrees.to_radians().sin_cos();
+    let (cx, cy) = (w as f32 / 2.0, h as f32 / 2.0);
+    let mut state = 0x9e37_79b9_u32;
+    let at = |x: i64, y: i64| -> f32 {
+        if x < 0 || y < 0 || x >= i64::from(w) || y >= i64::from(h) {
+            255.0
+        } else {
+            f32::from(image.get_pixel(x as u32, y as u32)[0])
+        }
+    };
+    GrayImage::from_fn(w, h, |x, y| {
+        let (dx, dy) = (x as f32 - cx, y as f32 - cy);
+        let (sx, sy) = (cos * dx + sin * dy + cx, -sin * dx + cos * dy + cy);
+        let (x0, y0) = (sx.floor() as i64, sy.floor() as i64);
+        let (fx, fy) = (sx - sx.floor(), sy - sy.floor());
+        let v = at(x0, y0) * (1.0 - fx) * (1.0 - fy)
+            + at(x0 + 1, y0) * fx * (1.0 - fy)
+            + at(x0, y0 + 1) * (1.0 - fx) * fy
+            + at(x0 + 1, y0 + 1) * fx * fy;
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let noise = (state % 49) as f32 - 24.0;
+        image::Luma([(v + noise).clamp(0.0, 255.0) as u8])
+    })
+}
