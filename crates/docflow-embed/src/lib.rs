@@ -4,8 +4,9 @@
 //! hidden state, L2 normalisation), so a vector here and one from Python agree to a cosine of
 //! 0.9999 or better (tested against committed reference vectors).
 //!
-//! - [`Embedder`]: tokenizer + model, on the CPU (candle) or an NVIDIA GPU ([`gpu`]: cudarc,
-//!   cuBLAS and NVRTC kernels, chosen at run time by `--device auto|cpu|cuda[:N]`).
+//! - [`Embedder`]: tokenizer + model, on the CPU (`host`: the encoder pass in f32 with candle's
+//!   matrix products) or an NVIDIA GPU ([`gpu`]: cudarc, cuBLAS and NVRTC kernels); one
+//!   forward pass ([`gpu::forward`]) for both, chosen at run time by `--device`.
 //! - [`chunk`]: page text cut into windows that fit the model, with overlap.
 //! - [`Batcher`]: one model per process shared by every worker; requests from many documents
 //!   are batched under a token budget (text-embeddings-inference's rule), so a busy stage
@@ -19,6 +20,7 @@ mod args;
 mod batch;
 pub mod chunk;
 pub mod gpu;
+mod host;
 mod model;
 pub mod summary;
 

@@ -1,10 +1,8 @@
-//! The model on the CPU: tokenizer + candle's BERT + sentence-transformers' pooling.
+//! The model: tokenizer, the encoder on the CPU ([`crate::host`]) or a GPU ([`crate::gpu`]), sentence-transformers' pooling.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::EmbedError;
@@ -31,8 +29,8 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// Where the model runs.
 enum Backend {
-    /// candle's BERT, f32.
-    Cpu(Box<BertModel>),
+    /// The host encoder ([`crate::host`]), f32.
+    Cpu(Box<crate::host::HostModel>),
     /// The cudarc path, f16 weights with f32 accumulation.
     Cuda(Box<crate::gpu::GpuModel>),
 }
@@ -232,32 +230,20 @@ impl Embedder {
             ids.extend_from_slice(e.get_ids());
             mask.extend_from_slice(e.get_attention_mask());
         }
-        let model = match &self.backend {
-            Backend::Cuda(gpu) => return Ok(gpu.embed(&ids, &mask, n, len)?),
-            Backend::Cpu(model) => model,
-        };
-        let device = Device::Cpu;
-        let ids = Tensor::from_vec(ids, (n, len), &device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &device)?;
-        let types = ids.zeros_like()?;
-        let hidden = model.forward(&ids, &types, Some(&mask))?; // (n, len, 384)
-        // Mean over the real tokens (padding masked out), then unit length — what
-        // sentence-transformers' Pooling(mean) + Normalize do.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, 384)
-        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-        let unit = mean.broadcast_div(&norms)?;
-        Ok(unit.to_vec2::<f32>()?)
+        match &self.backend {
+            Backend::Cuda(gpu) => Ok(gpu.embed(&ids, &mask, n, len)?),
+            Backend::Cpu(host) => Ok(host.embed(&ids, &mask, n, len)?),
+        }
     }
 }
 
-/// candle's BERT on the CPU, f32 (an f16 file is widened).
+/// The host encoder on the CPU, f32 (an f16 file is widened).
 fn cpu(dir: &Path, config: &Config) -> Result<Backend, EmbedError> {
-    let weights = read(&dir.join("model.safetensors"))?;
-    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)?;
-    Ok(Backend::Cpu(Box::new(BertModel::load(vb, config)?)))
+    let dims = crate::gpu::dims(config);
+    let weights = crate::gpu::load_weights(&dir.join("model.safetensors"), &dims)?;
+    Ok(Backend::Cpu(Box::new(crate::host::HostModel::new(
+        weights, dims,
+    ))))
 }
 
 #[cfg(test)]

@@ -13,8 +13,6 @@
 //! - a linear layer `Y = X·Wᵀ` with `W` `[out, in]` as stored by PyTorch is, in cuBLAS's
 //!   column-major terms, `Yᵀ = op_T(W) · Xᵀ`: `transa = T, m = out, n = t, k = in`.
 
-use half::f16;
-
 /// Sizes of the encoder.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dims {
@@ -220,8 +218,8 @@ impl<B> Weights<B> {
     }
 }
 
-/// Host-side f16 weights, as loaded from the safetensors file.
-pub type HostWeights = Weights<Vec<f16>>;
+/// Host-side weights (f32), as loaded from the safetensors file.
+pub type HostWeights = Weights<Vec<f32>>;
 
 /// What a device must do for the forward pass. Every kernel reads f16, computes in f32 and
 /// stores f16 (the pooled vectors: f32).

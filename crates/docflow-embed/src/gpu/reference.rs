@@ -286,12 +286,12 @@ fn erf(x: f32) -> f32 {
     r as f32
 }
 
-/// The host weights as the reference uses them (f16 values widened).
-pub(crate) fn widen(w: &Weights<Vec<f16>>) -> Weights<Vec<f32>> {
-    let widened: Result<_, std::convert::Infallible> = w
+/// The weights as the GPU holds them: each value rounded to f16.
+pub(crate) fn as_f16(w: &Weights<Vec<f32>>) -> Weights<Vec<f32>> {
+    let rounded: Result<_, std::convert::Infallible> = w
         .clone()
-        .try_map(|v| Ok(v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>()));
-    match widened {
+        .try_map(|v| Ok(v.iter().map(|x| round(*x)).collect::<Vec<f32>>()));
+    match rounded {
         Ok(w) => w,
         Err(never) => match never {},
     }
