@@ -21,6 +21,10 @@ use crate::gpu::forward::{Dims, Gemm, Ops, Trans, Weights, forward};
 pub(crate) struct HostOps {
     dims: Dims,
     threads: usize,
+    /// The weight matrices as candle tensors `[1, out, in]`, made once, by the address of
+    /// their buffer (weights never change or move: copying them into a tensor for every
+    /// product cost ~42 MB of memcpy per batch, most of a one-sentence batch's time).
+    frozen: std::collections::HashMap<usize, Tensor>,
 }
 
 /// `2^x` for `x` in about [-126, 126], branch-free so loops of it vectorise (no `floor`:
@@ -96,7 +100,18 @@ fn erf(x: f32) -> f32 {
 impl HostOps {
     pub(crate) fn new(dims: Dims) -> Self {
         let threads = thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        HostOps { dims, threads }
+        HostOps {
+            dims,
+            threads,
+            frozen: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Keeps `w` (`[out, in]`, row-major) as a tensor for the products that read it.
+    fn freeze(&mut self, w: &[f32], out: usize, inp: usize) -> Result<(), GpuError> {
+        let t = Tensor::from_slice(w, (1, out, inp), &Device::Cpu)?;
+        self.frozen.insert(w.as_ptr() as usize, t);
+        Ok(())
     }
 
     /// Runs `f(first_row, rows)` over `out`'s rows of `width`, split across the cores.
@@ -161,9 +176,14 @@ impl HostOps {
             Trans::T => view(b, size_b, g.k, g.n)?.transpose(1, 2)?,
         };
         // op(A)ᵀ: [k, m].
-        let right = match g.transa {
-            Trans::N => view(a, size_a, g.k, g.m)?,
-            Trans::T => view(a, size_a, g.m, g.k)?.transpose(1, 2)?,
+        let frozen = self
+            .frozen
+            .get(&(a.as_ptr() as usize))
+            .filter(|t| batch == 1 && g.transa == Trans::T && t.dims() == [1, g.m, g.k]);
+        let right = match (frozen, g.transa) {
+            (Some(t), _) => t.transpose(1, 2)?,
+            (None, Trans::N) => view(a, size_a, g.k, g.m)?,
+            (None, Trans::T) => view(a, size_a, g.m, g.k)?.transpose(1, 2)?,
         };
         let mut product = left.matmul(&right)?;
         if g.alpha != 1.0 {
@@ -393,12 +413,16 @@ pub(crate) struct HostModel {
 }
 
 impl HostModel {
-    pub(crate) fn new(weights: Weights<Vec<f32>>, dims: Dims) -> Self {
-        HostModel {
-            ops: HostOps::new(dims),
-            weights,
-            dims,
+    pub(crate) fn new(weights: Weights<Vec<f32>>, dims: Dims) -> Result<Self, GpuError> {
+        let mut ops = HostOps::new(dims);
+        let (h, i) = (dims.hidden, dims.intermediate);
+        for l in &weights.layers {
+            ops.freeze(&l.qkv_w, 3 * h, h)?;
+            ops.freeze(&l.out_w, h, h)?;
+            ops.freeze(&l.inter_w, i, h)?;
+            ops.freeze(&l.ffn_w, h, i)?;
         }
+        Ok(HostModel { ops, weights, dims })
     }
 
     pub(crate) fn embed(

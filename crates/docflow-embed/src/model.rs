@@ -243,7 +243,7 @@ fn cpu(dir: &Path, config: &Config) -> Result<Backend, EmbedError> {
     let weights = crate::gpu::load_weights(&dir.join("model.safetensors"), &dims)?;
     Ok(Backend::Cpu(Box::new(crate::host::HostModel::new(
         weights, dims,
-    ))))
+    )?)))
 }
 
 #[cfg(test)]
