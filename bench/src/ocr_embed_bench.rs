@@ -494,7 +494,7 @@ async fn main() -> anyhow::Result<()> {
     let mut md = report_head(
         "OCR + embeddings",
         "ocr-embed-bench",
-        "CPU only (no GPU on this machine); PP-OCRv6 small det+rec (rapidocr 3.10.0) on onnxruntime 1.32.0; all-MiniLM-L6-v2 on candle 0.11.1 (f32); broker: embedded Nisshi (memory); result store: SQLite",
+        "CPU only (no GPU on this machine); PP-OCRv6 small det+rec (rapidocr 3.10.0) on onnxruntime 1.32.0; all-MiniLM-L6-v2 on the CPU path of docflow-embed (the encoder pass in f32, candle 0.11.1's matmul with gemm's AVX-512 kernels); broker: embedded Nisshi (memory); result store: SQLite",
     );
     writeln!(
         md,
@@ -562,7 +562,7 @@ async fn main() -> anyhow::Result<()> {
     }
     writeln!(
         md,
-        "## Embedding (CPU, candle, one model, {} runs per row after a warm-up)\n",
+        "## Embedding (CPU, docflow-embed's host encoder pass, one model, {} runs per row after a warm-up)\n",
         args.chunks
     )?;
     writeln!(

@@ -4,6 +4,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+/// Batch token budget on the CPU when none is set.
+pub const CPU_BATCH_TOKENS: usize = 2048;
+/// Batch token budget on a GPU when none is set.
+pub const GPU_BATCH_TOKENS: usize = 16384;
+
 /// Where the model is and how it runs.
 #[derive(Debug, Clone, Args)]
 pub struct EmbedArgs {
@@ -22,11 +27,25 @@ pub struct EmbedArgs {
     pub device: String,
 
     /// Token budget of one batch: requests are taken in arrival order while
-    /// (longest sequence × sequences) stays within it.
-    #[arg(long, env = "DOCFLOW_EMBED_MAX_BATCH_TOKENS", default_value_t = 8192)]
-    pub max_batch_tokens: usize,
+    /// (longest sequence × sequences) stays within it. Unset: 2048 on the CPU (8 full
+    /// windows; bigger batches are slower per chunk there, bench/results/ocr-embed.md) and
+    /// 16384 on a GPU.
+    #[arg(long, env = "DOCFLOW_EMBED_MAX_BATCH_TOKENS")]
+    pub max_batch_tokens: Option<usize>,
 
     /// Tokens shared by consecutive chunks of a page (context across a cut).
     #[arg(long, env = "DOCFLOW_EMBED_CHUNK_OVERLAP", default_value_t = 32)]
     pub chunk_overlap: usize,
+}
+
+impl EmbedArgs {
+    /// The batch token budget for `embedder`'s device (the set one, else the device's).
+    pub fn batch_tokens(&self, embedder: &crate::Embedder) -> usize {
+        self.max_batch_tokens
+            .unwrap_or(if embedder.device().starts_with("cuda") {
+                GPU_BATCH_TOKENS
+            } else {
+                CPU_BATCH_TOKENS
+            })
+    }
 }

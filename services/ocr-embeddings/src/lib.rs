@@ -214,7 +214,9 @@ pub async fn build(
         reason = embedder.device_reason(),
         "embedding model loaded"
     );
-    let batcher = Batcher::start(embedder, config.embed.max_batch_tokens)?;
+    let budget = config.embed.batch_tokens(&embedder);
+    tracing::info!(max_batch_tokens = budget, "embedding batches");
+    let batcher = Batcher::start(embedder, budget)?;
     let pool = read_pool(&config.pdfium_lib, &config.read, config.isolation.clone())?;
     pool.run(&probe_png()?)
         .await
