@@ -24,7 +24,7 @@ mod host;
 mod model;
 pub mod summary;
 
-pub use args::EmbedArgs;
+pub use args::{CPU_BATCH_TOKENS, EmbedArgs, GPU_BATCH_TOKENS};
 pub use batch::Batcher;
 pub use chunk::Chunk;
 pub use model::{DIMENSIONS, DeviceChoice, Embedder, MAX_TOKENS, cosine};
