@@ -330,8 +330,34 @@ pub trait Ops {
     ) -> Result<(), Self::Error>;
 }
 
+/// Why [`forward`] refuses an input before any device work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// `ids`/`mask` are not `sequences × seq` long, or empty.
+    #[error("{ids} ids and {mask} mask values for {sequences} sequences of {seq}")]
+    Shape {
+        /// Ids given.
+        ids: usize,
+        /// Mask values given.
+        mask: usize,
+        /// Sequences.
+        sequences: usize,
+        /// Tokens per sequence.
+        seq: usize,
+    },
+    /// Longer than the model's position embeddings.
+    #[error("sequences of {seq} tokens (the model has {positions} positions)")]
+    TooLong {
+        /// Tokens per sequence.
+        seq: usize,
+        /// Positions of the model.
+        positions: usize,
+    },
+}
+
 /// The unit vectors of `sequences` inputs of `seq` tokens each (`ids` and `mask` row-major
-/// `[sequences, seq]`, padding on the right with mask 0).
+/// `[sequences, seq]`, padding on the right with mask 0). The sizes are checked first: the
+/// kernels index positions, ids and the mask by them.
 pub fn forward<O: Ops>(
     ops: &O,
     dims: &Dims,
@@ -340,7 +366,27 @@ pub fn forward<O: Ops>(
     mask: &[u32],
     sequences: usize,
     seq: usize,
-) -> Result<Vec<Vec<f32>>, O::Error> {
+) -> Result<Vec<Vec<f32>>, O::Error>
+where
+    O::Error: From<InputError>,
+{
+    let tokens = sequences.saturating_mul(seq);
+    if tokens == 0 || ids.len() != tokens || mask.len() != tokens {
+        return Err(InputError::Shape {
+            ids: ids.len(),
+            mask: mask.len(),
+            sequences,
+            seq,
+        }
+        .into());
+    }
+    if seq > dims.positions {
+        return Err(InputError::TooLong {
+            seq,
+            positions: dims.positions,
+        }
+        .into());
+    }
     let (h, heads, d, inter) = (dims.hidden, dims.heads, dims.head(), dims.intermediate);
     let t = sequences * seq;
     let ids = ops.index(ids)?;

@@ -52,6 +52,9 @@ pub enum GpuError {
     /// The weights could not be read or converted.
     #[error("weights: {0}")]
     Weights(#[from] candle_core::Error),
+    /// The input's sizes do not fit the model.
+    #[error("input: {0}")]
+    Input(#[from] forward::InputError),
     /// A tensor the model needs is not in the file.
     #[error("weights: no tensor {0}")]
     MissingTensor(String),
@@ -203,23 +206,6 @@ impl GpuModel {
         sequences: usize,
         seq: usize,
     ) -> Result<Vec<Vec<f32>>, GpuError> {
-        // The kernels trust these sizes (they index positions, ids and the mask by them).
-        let tokens = sequences
-            .checked_mul(seq)
-            .ok_or(GpuError::TooLarge(sequences))?;
-        if tokens == 0 || ids.len() != tokens || mask.len() != tokens {
-            return Err(GpuError::Unsupported(format!(
-                "{} ids and {} mask values for {sequences} sequences of {seq}",
-                ids.len(),
-                mask.len()
-            )));
-        }
-        if seq > self.dims.positions {
-            return Err(GpuError::Unsupported(format!(
-                "sequences of {seq} tokens (the model has {} positions)",
-                self.dims.positions
-            )));
-        }
         self.ops.bind()?;
         forward::forward(
             &self.ops,
@@ -352,6 +338,34 @@ mod tests {
             let err = crate::Embedder::load(&model_dir(), "cuda:0").unwrap_err();
             assert!(err.to_string().contains("no usable GPU"), "{err}");
         }
+    }
+
+    /// Sizes the kernels would index past are refused before any device work.
+    #[test]
+    fn inputs_that_do_not_fit_are_refused() {
+        let dims = dims(&config());
+        let weights = load_weights(&model_dir().join("model.safetensors"), &dims).unwrap();
+        let ops = reference::HostOps::new(dims);
+        let run = |ids: &[u32], mask: &[u32], n, seq| {
+            forward::forward(&ops, &dims, &weights, ids, mask, n, seq).unwrap_err()
+        };
+        assert!(matches!(
+            run(&[101, 102], &[1, 1], 1, 3),
+            forward::InputError::Shape { .. }
+        ));
+        assert!(matches!(
+            run(&[101, 102], &[1], 1, 2),
+            forward::InputError::Shape { .. }
+        ));
+        assert!(matches!(
+            run(&[], &[], 0, 0),
+            forward::InputError::Shape { .. }
+        ));
+        let long = vec![101u32; 513];
+        assert!(matches!(
+            run(&long, &vec![1; 513], 1, 513),
+            forward::InputError::TooLong { positions: 512, .. }
+        ));
     }
 
     #[test]

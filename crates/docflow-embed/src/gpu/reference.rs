@@ -73,7 +73,7 @@ impl Ops for HostOps {
     type Half = Vec<f32>;
     type Float = Vec<f32>;
     type Index = Vec<u32>;
-    type Error = std::convert::Infallible;
+    type Error = super::forward::InputError;
 
     fn half(&self, len: usize) -> Result<Vec<f32>, Self::Error> {
         Ok(vec![0.0; len])
