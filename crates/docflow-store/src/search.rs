@@ -125,6 +125,10 @@ impl SearchIndex {
         let mut best: Vec<(f32, usize, usize)> = Vec::with_capacity(k + 1);
         let dims = query.len();
         for (d, doc) in t.docs.iter().enumerate() {
+            // Vectors of another width (another model's) are not comparable: skipped.
+            if dims == 0 || doc.vectors.len() != doc.chunks.len() * dims {
+                continue;
+            }
             for (c, v) in doc.vectors.chunks_exact(dims).enumerate() {
                 let score: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
                 if best.len() == k && best.last().is_some_and(|w| w.0 >= score) {
