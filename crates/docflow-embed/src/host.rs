@@ -16,6 +16,9 @@ use candle_core::{Device, Tensor};
 use crate::gpu::GpuError;
 use crate::gpu::forward::{Dims, Gemm, Ops, Trans, Weights, forward};
 
+/// Values an operation must touch before it is split across threads.
+const MIN_PARALLEL_ELEMENTS: usize = 1 << 16;
+
 /// The host "device": f32 everywhere.
 #[derive(Debug)]
 pub(crate) struct HostOps {
@@ -121,7 +124,9 @@ impl HostOps {
     {
         let rows = out.len() / width.max(1);
         let per = rows.div_ceil(self.threads).max(1);
-        if rows <= per || rows < 8 {
+        // Starting threads costs tens of microseconds: below this much work one thread is
+        // faster (a 10-token query was slower split).
+        if rows <= per || out.len() < MIN_PARALLEL_ELEMENTS {
             f(0, out);
             return;
         }
