@@ -13,34 +13,13 @@ use pdfium_render::prelude::{PdfRenderConfig, Pdfium};
 /// Why a document cannot be rendered (permanent) or the renderer cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
-    /// `libpdfium.so` could not be loaded.
-    #[error("cannot load pdfium from {path}: {message} (run `make tools`, or pass --pdfium-lib)")]
-    Library {
-        /// Where it was looked for.
-        path: String,
-        /// The loader's error.
-        message: String,
-    },
-    /// Not a PDF, PNG, JPEG or TIFF.
-    #[error("unsupported document type (not PDF, PNG, JPEG or TIFF)")]
-    Unsupported,
+    /// pdfium cannot be loaded, or the image is unsupported, undecodable or over the limits
+    /// (the stage layer's page-reading errors, shared with the other stages).
+    #[error(transparent)]
+    Media(#[from] MediaError),
     /// The PDF cannot be opened or rendered (corrupt, encrypted, no pages).
     #[error("unrenderable PDF: {0}")]
     Pdf(String),
-    /// The image cannot be decoded (corrupt, over the decoder's memory limit).
-    #[error("undecodable image: {0}")]
-    Image(String),
-    /// The image's header announces more pixels than a document page can have; refused
-    /// before decoding anything.
-    #[error(
-        "image of {width} x {height} pixels is over the limits ({MAX_SIDE} pixels a side, {MAX_PIXELS} in all)"
-    )]
-    TooLarge {
-        /// Width from the header.
-        width: u32,
-        /// Height from the header.
-        height: u32,
-    },
 }
 
 /// A rendered thumbnail.
@@ -65,17 +44,6 @@ pub struct Renderer {
 
 use docflow_stage::media::{self, MediaError};
 pub use docflow_stage::media::{MAX_PIXELS, MAX_SIDE};
-
-impl From<MediaError> for RenderError {
-    fn from(e: MediaError) -> Self {
-        match e {
-            MediaError::Library { path, message } => RenderError::Library { path, message },
-            MediaError::Unsupported => RenderError::Unsupported,
-            MediaError::Image(m) => RenderError::Image(m),
-            MediaError::TooLarge { width, height } => RenderError::TooLarge { width, height },
-        }
-    }
-}
 
 impl Renderer {
     /// Loads pdfium from `library` (once per process) and renders into `max_px` squares.
@@ -103,7 +71,7 @@ impl Renderer {
         let mut png = Vec::new();
         image
             .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
-            .map_err(|e| RenderError::Image(format!("encoding PNG: {e}")))?;
+            .map_err(|e| MediaError::Image(format!("encoding PNG: {e}")))?;
         Ok(Thumbnail {
             png,
             width: image.width(),
@@ -204,14 +172,17 @@ mod tests {
         for (w, h) in [(1, 500_000_000), (40_000, 10), (12_000, 12_000)] {
             let err = r.render(&png_header(w, h)).unwrap_err();
             assert!(
-                matches!(err, RenderError::TooLarge { width, height } if (width, height) == (w, h)),
+                matches!(err, RenderError::Media(MediaError::TooLarge { width, height }) if (width, height) == (w, h)),
                 "{w}x{h}: {err}"
             );
         }
         // Within the limits the header alone passes the check and the decoder reports the
         // missing data.
         let err = r.render(&png_header(100, 100)).unwrap_err();
-        assert!(matches!(err, RenderError::Image(_)), "{err}");
+        assert!(
+            matches!(err, RenderError::Media(MediaError::Image(_))),
+            "{err}"
+        );
     }
 
     #[test]
@@ -249,11 +220,11 @@ mod tests {
         let r = renderer();
         assert!(matches!(
             r.render(b"just some text"),
-            Err(RenderError::Unsupported)
+            Err(RenderError::Media(MediaError::Unsupported))
         ));
         assert!(matches!(
             r.render(b"GIF89a......"),
-            Err(RenderError::Unsupported)
+            Err(RenderError::Media(MediaError::Unsupported))
         ));
         assert!(matches!(
             r.render(b"%PDF-1.7\n garbage with no objects"),
@@ -261,6 +232,9 @@ mod tests {
         ));
         let mut truncated = png(64, 64);
         truncated.truncate(60);
-        assert!(matches!(r.render(&truncated), Err(RenderError::Image(_))));
+        assert!(matches!(
+            r.render(&truncated),
+            Err(RenderError::Media(MediaError::Image(_)))
+        ));
     }
 }

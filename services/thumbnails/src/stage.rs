@@ -11,6 +11,7 @@ use serde_json::json;
 use docflow_stage::isolate::{IsolationError, WorkerPool};
 
 use crate::render::{RenderError, Thumbnail};
+use docflow_stage::media::MediaError;
 
 /// Version of the thumbnail logic. Bump it when the output changes (size, renderer fix):
 /// replayed documents then get new rows and new keys instead of being skipped as done.
@@ -109,10 +110,10 @@ fn decode(answer: Vec<u8>) -> Option<Thumbnail> {
 /// A render error as a worker reports it: its class, a newline, the message.
 pub(crate) fn refusal(e: &RenderError) -> String {
     let class = match e {
-        RenderError::Unsupported => class::UNSUPPORTED_TYPE,
-        RenderError::Library { .. } => class::PDFIUM,
-        RenderError::Pdf(_) | RenderError::Image(_) => class::UNRENDERABLE,
-        RenderError::TooLarge { .. } => class::OVER_LIMITS,
+        RenderError::Media(MediaError::Unsupported) => class::UNSUPPORTED_TYPE,
+        RenderError::Media(MediaError::Library { .. }) => class::PDFIUM,
+        RenderError::Pdf(_) | RenderError::Media(MediaError::Image(_)) => class::UNRENDERABLE,
+        RenderError::Media(MediaError::TooLarge { .. }) => class::OVER_LIMITS,
     };
     format!("{class}\n{e}")
 }
