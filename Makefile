@@ -16,10 +16,11 @@ NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
 
-tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding models and onnxruntime into the cache; link them under .tools/
+tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding models, onnxruntime and the Confluent Python client (interop tests) into the cache; link them under .tools/
 	@./scripts/install-broker.sh
 	@./scripts/install-pdfium.sh
 	@./scripts/install-models.sh
+	@./scripts/install-python-clients.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
 	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings

@@ -3,22 +3,32 @@
 //! Encoding registers (or looks up) the newest embedded schema under the topic's value
 //! subject and frames the Avro body with the returned id. Decoding parses the frame, fetches
 //! the writer schema by id (cached by `schema_registry_converter`), and resolves it to the
-//! reader's embedded schema, so consumers read every compatible older version.
+//! reader's embedded schema, so consumers read every compatible older version. A writer
+//! schema with references (types registered under other subjects) is resolved here, with
+//! [`crate::references`]: `schema_registry_converter` 6 inlines a reference only where it is
+//! written `.namespace.Name` or as a short name in the same namespace, so a schema that
+//! names the type by its full name (`namespace.Name`, the usual spelling) did not parse.
 //!
 //! Every failure is a [`CodecError`]; [`CodecError::is_permanent`] tells a consumer whether
 //! retrying can help (a registry outage) or the record should be dead-lettered (garbage).
 
+use std::collections::HashMap;
 use std::io::Cursor;
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::Duration;
 
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::writer::datum::GenericDatumWriter;
 use schema_registry_converter::async_impl::avro::{AvroDecoder, AvroEncoder};
+use schema_registry_converter::async_impl::schema_registry::{
+    get_referenced_schema, get_schema_by_id,
+};
 use schema_registry_converter::avro_common::get_supplied_schema;
 use schema_registry_converter::error::SRCError;
-use schema_registry_converter::schema_registry_common::{RawError, SubjectNameStrategy};
+use schema_registry_converter::schema_registry_common::{
+    RawError, RegisteredReference, SubjectNameStrategy,
+};
 
 use crate::schema::{Event, SchemaError};
 use crate::wire::{self, WireError};
@@ -170,6 +180,9 @@ pub fn decode_body<E: Event>(writer: &Schema, body: &[u8]) -> Result<E, CodecErr
 pub struct EventCodec {
     encoder: AvroEncoder,
     decoder: AvroDecoder,
+    settings: SrSettings,
+    /// Writer schemas with references, resolved here (see the module docs), by id.
+    with_references: Mutex<HashMap<u32, Arc<Schema>>>,
 }
 
 impl std::fmt::Debug for EventCodec {
@@ -184,7 +197,9 @@ impl EventCodec {
         limit_allocations();
         EventCodec {
             encoder: AvroEncoder::new(settings.clone()),
-            decoder: AvroDecoder::new(settings),
+            decoder: AvroDecoder::new(settings.clone()),
+            settings,
+            with_references: Mutex::new(HashMap::new()),
         }
     }
 
@@ -237,12 +252,74 @@ impl EventCodec {
     /// Decodes a Confluent wire-format record into `E`.
     pub async fn decode<E: Event>(&self, bytes: &[u8]) -> Result<E, CodecError> {
         let frame = wire::parse(bytes)?;
-        let writer = self
-            .decoder
-            .get_schema(frame.schema_id)
+        let id = frame.schema_id;
+        let cached = self
+            .with_references
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        if let Some(writer) = cached {
+            return decode_body_with_id(&writer, frame.body, id);
+        }
+        match self.decoder.get_schema(id).await {
+            Ok(writer) => decode_body_with_id(&writer.parsed, frame.body, id),
+            Err(e) if e.retriable => Err(CodecError::from_registry(e, Some(id))),
+            Err(e) => {
+                let err = CodecError::from_registry(e, Some(id));
+                if matches!(err, CodecError::UnknownSchemaId(_)) {
+                    return Err(err);
+                }
+                // The converter could not make a schema of it: references it cannot inline?
+                match self.resolve_with_references(id).await? {
+                    Some(writer) => decode_body_with_id(&writer, frame.body, id),
+                    None => Err(err),
+                }
+            }
+        }
+    }
+
+    /// Fetches schema `id`; when it has references, fetches them (and theirs, dependencies
+    /// first), makes one self-contained schema of it and caches it. `None` when it has none.
+    async fn resolve_with_references(&self, id: u32) -> Result<Option<Arc<Schema>>, CodecError> {
+        let registered = get_schema_by_id(id, &self.settings)
             .await
-            .map_err(|e| CodecError::from_registry(e, Some(frame.schema_id)))?;
-        decode_body_with_id(&writer.parsed, frame.body, frame.schema_id)
+            .map_err(|e| CodecError::from_registry(e, Some(id)))?;
+        if registered.references.is_empty() {
+            return Ok(None);
+        }
+        let settings = &self.settings;
+        let texts = crate::references::dependencies(
+            &registered.references,
+            |r| (r.subject.clone(), r.version),
+            |r: RegisteredReference| async move {
+                let target = get_referenced_schema(settings, &r)
+                    .await
+                    .map_err(|e| CodecError::from_registry(e, None))?;
+                Ok((target.schema, target.references))
+            },
+            || CodecError::Body {
+                schema_id: id,
+                reason: format!(
+                    "references nest deeper than {} levels",
+                    crate::references::MAX_DEPTH
+                ),
+            },
+        )
+        .await?;
+        let schema =
+            crate::references::parse_with(&registered.schema, &texts).map_err(|reason| {
+                CodecError::Body {
+                    schema_id: id,
+                    reason: format!("writer schema with references: {reason}"),
+                }
+            })?;
+        let schema = Arc::new(schema);
+        self.with_references
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, schema.clone());
+        Ok(Some(schema))
     }
 }
 

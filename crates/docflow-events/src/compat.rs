@@ -118,6 +118,17 @@ pub fn check_compatibility(
     existing: &[Schema],
     new: &Schema,
 ) -> Result<(), Vec<String>> {
+    let numbered: Vec<(i64, &Schema)> = (1..).zip(existing).collect();
+    check_versions(level, &numbered, new)
+}
+
+/// [`check_compatibility`] against versions that carry their own numbers (a registry subject
+/// whose earlier versions were deleted): each reason names the real version.
+pub fn check_versions(
+    level: CompatibilityLevel,
+    existing: &[(i64, &Schema)],
+    new: &Schema,
+) -> Result<(), Vec<String>> {
     if level == CompatibilityLevel::None || existing.is_empty() {
         return Ok(());
     }
@@ -127,8 +138,7 @@ pub fn check_compatibility(
         existing.len() - 1
     };
     let mut reasons = Vec::new();
-    for (i, old) in existing.iter().enumerate().skip(first) {
-        let n = i + 1;
+    for (n, old) in existing.iter().skip(first) {
         if level.checks_backward()
             && let Err(e) = can_read(old, new)
         {

@@ -6,18 +6,20 @@
 //! * [`wire`]: the Confluent wire format (magic byte 0, 4-byte big-endian schema id, Avro body).
 //! * [`codec`]: encode/decode events through a schema registry.
 //! * [`compat`]: Avro compatibility levels, shared by the registry and the schema history check.
+//! * [`references`]: schemas that use types of other schemas, made self-contained.
 //!
 //! Decoding never panics: garbage, a wrong magic byte, an unknown schema id or a body that
 //! does not match its schema each give a typed [`CodecError`].
 
 pub mod codec;
 pub mod compat;
+pub mod references;
 pub mod schema;
 pub mod types;
 pub mod wire;
 
 pub use codec::{CodecError, EventCodec};
-pub use compat::{CompatibilityLevel, check_compatibility};
+pub use compat::{CompatibilityLevel, check_compatibility, check_versions};
 pub use schema::{Event, SchemaError};
 pub use types::{DocProcessed, DocUploaded, Outcome, document_id, idempotency_key, stage_keys};
 pub use wire::WireError;

@@ -20,6 +20,9 @@ pub enum RegistryError {
     /// 40403.
     #[error("Schema {0} not found")]
     SchemaNotFound(String),
+    /// 40403 from a lookup: the schema is not registered under the subject.
+    #[error("Schema not found")]
+    SchemaNotRegistered,
     /// 40404.
     #[error("Subject '{0}' was soft deleted. Set permanent=true to delete permanently")]
     SubjectSoftDeleted(String),
@@ -70,6 +73,42 @@ pub enum RegistryError {
         "Invalid compatibility level. Valid values are NONE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, and FULL_TRANSITIVE: {0:?}"
     )]
     InvalidCompatibilityLevel(String),
+    /// 42206.
+    #[error(
+        "One or more references exist to the schema {{subject='{subject}', version={version}}}: schema ids {ids:?}"
+    )]
+    ReferenceExists {
+        /// Subject.
+        subject: String,
+        /// Version.
+        version: i64,
+        /// Schemas that refer to it.
+        ids: Vec<i64>,
+    },
+    /// 400: a query parameter has a value the endpoint cannot take.
+    #[error("Bad query parameter {name}={value:?}: {expected}")]
+    BadQuery {
+        /// Parameter.
+        name: String,
+        /// Value as sent.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+    /// 404: no such endpoint.
+    #[error("HTTP 404 Not Found: no endpoint {0}")]
+    NoSuchEndpoint(String),
+    /// 405: the endpoint exists, the method does not.
+    #[error("HTTP 405 Method Not Allowed: {0}")]
+    MethodNotAllowed(String),
+    /// 406: no media type the client accepts.
+    #[error(
+        "HTTP 406 Not Acceptable: {0:?}; this registry answers application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json or application/json"
+    )]
+    NotAcceptable(String),
+    /// 42204.
+    #[error("Invalid mode {0:?}: this registry runs READWRITE only")]
+    InvalidMode(String),
     /// 422: the request body is not the JSON the endpoint takes.
     #[error("Unprocessable request body: {0}")]
     BadBody(String),
@@ -109,7 +148,7 @@ impl RegistryError {
         match self {
             SubjectNotFound(_) => (StatusCode::NOT_FOUND, 40401),
             VersionNotFound { .. } => (StatusCode::NOT_FOUND, 40402),
-            SchemaNotFound(_) => (StatusCode::NOT_FOUND, 40403),
+            SchemaNotFound(_) | SchemaNotRegistered => (StatusCode::NOT_FOUND, 40403),
             SubjectSoftDeleted(_) => (StatusCode::NOT_FOUND, 40404),
             SubjectNotSoftDeleted(_) => (StatusCode::NOT_FOUND, 40405),
             VersionSoftDeleted { .. } => (StatusCode::NOT_FOUND, 40406),
@@ -119,6 +158,12 @@ impl RegistryError {
             InvalidSchema(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42201),
             InvalidVersion(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42202),
             InvalidCompatibilityLevel(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42203),
+            ReferenceExists { .. } => (StatusCode::UNPROCESSABLE_ENTITY, 42206),
+            InvalidMode(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42204),
+            BadQuery { .. } => (StatusCode::BAD_REQUEST, 400),
+            NoSuchEndpoint(_) => (StatusCode::NOT_FOUND, 404),
+            MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, 405),
+            NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, 406),
             BadBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, 422),
             UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, 415),
             StoreUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, 50001),

@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 pub mod error;
 pub mod http;
+pub mod references;
 mod response;
 pub mod store;
 
@@ -74,7 +75,8 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "schema registry listening");
     }
-    axum::serve(listener, http::router(store))
+    let app = tower::ServiceExt::map_request(http::router(store), http::trim_trailing_slash);
+    axum::serve(listener, axum::ServiceExt::into_make_service(app))
         .with_graceful_shutdown(shutdown)
         .await
 }

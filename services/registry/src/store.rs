@@ -11,12 +11,13 @@
 //! retried.
 
 use apache_avro::Schema;
-use docflow_events::{CompatibilityLevel, check_compatibility};
+use docflow_events::{CompatibilityLevel, check_versions};
 use sha2::{Digest, Sha256};
 use sqlx::{Any, AnyPool, Row, Transaction};
 use tokio::sync::Mutex;
 
 use crate::error::RegistryError;
+use crate::references::{self, SchemaReference};
 
 /// The only schema type this registry stores.
 pub const AVRO: &str = "AVRO";
@@ -34,6 +35,8 @@ pub struct SubjectVersion {
     pub schema: String,
     /// Soft-deleted.
     pub deleted: bool,
+    /// Named types the schema takes from other subjects.
+    pub references: Vec<SchemaReference>,
 }
 
 /// Which version a request names.
@@ -63,15 +66,30 @@ impl VersionRef {
 pub struct CandidateSchema {
     /// Text as sent.
     pub text: String,
-    /// Parsed schema.
+    /// References as sent.
+    pub references: Vec<SchemaReference>,
+    /// Parsed schema, self-contained (referenced types written out).
     pub parsed: Schema,
-    /// sha256 of the normalised JSON.
+    /// sha256 of the normalised JSON (and of the references, when there are any): a
+    /// schema's identity is its text and what its names refer to.
     pub fingerprint: String,
 }
 
 impl CandidateSchema {
-    /// Validates `text` as an Avro schema of `schema_type` (only AVRO is supported).
+    /// Validates `text` as an Avro schema of `schema_type` (only AVRO is supported) that
+    /// uses no references.
     pub fn parse(text: &str, schema_type: Option<&str>) -> Result<Self, RegistryError> {
+        Self::parse_with(text, schema_type, Vec::new(), &[])
+    }
+
+    /// [`CandidateSchema::parse`] for a schema with `references`, whose resolved texts are
+    /// `dependencies` (dependencies first).
+    fn parse_with(
+        text: &str,
+        schema_type: Option<&str>,
+        references: Vec<SchemaReference>,
+        dependencies: &[String],
+    ) -> Result<Self, RegistryError> {
         if let Some(t) = schema_type
             && !t.eq_ignore_ascii_case(AVRO)
         {
@@ -82,12 +100,17 @@ impl CandidateSchema {
         let json: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| RegistryError::InvalidSchema(format!("not JSON: {e}")))?;
         let parsed =
-            Schema::parse_str(text).map_err(|e| RegistryError::InvalidSchema(e.to_string()))?;
-        let normalised = normalise(&json).to_string();
+            references::parse_with(text, dependencies).map_err(RegistryError::InvalidSchema)?;
+        let mut identity = normalise(&json).to_string();
+        if !references.is_empty() {
+            identity.push('\n');
+            identity.push_str(&references::to_column(&references));
+        }
         Ok(CandidateSchema {
             text: text.to_owned(),
+            references,
             parsed,
-            fingerprint: hex::encode(Sha256::digest(normalised.as_bytes())),
+            fingerprint: hex::encode(Sha256::digest(identity.as_bytes())),
         })
     }
 }
@@ -145,6 +168,96 @@ impl Store {
         &self.pool
     }
 
+    /// Validates a schema as sent in a request: its references must name registered
+    /// versions, and together with them it must parse.
+    pub async fn candidate(
+        &self,
+        text: &str,
+        schema_type: Option<&str>,
+        references: Vec<SchemaReference>,
+    ) -> Result<CandidateSchema, RegistryError> {
+        let mut references = references;
+        for r in &mut references {
+            // Stored as the version it meant when the schema was registered.
+            if r.version == -1 {
+                r.version = self.referenced(r).await?.version;
+            }
+        }
+        let dependencies = self.dependencies(&references).await?;
+        CandidateSchema::parse_with(text, schema_type, references, &dependencies)
+    }
+
+    /// The texts of the schemas `references` name, and of theirs, dependencies first.
+    async fn dependencies(
+        &self,
+        references: &[SchemaReference],
+    ) -> Result<Vec<String>, RegistryError> {
+        docflow_events::references::dependencies(
+            references,
+            |r| (r.subject.clone(), r.version),
+            |r: SchemaReference| async move {
+                let target = self.referenced(&r).await?;
+                Ok((target.schema, target.references))
+            },
+            || {
+                RegistryError::InvalidSchema(format!(
+                    "references nest deeper than {} levels",
+                    docflow_events::references::MAX_DEPTH
+                ))
+            },
+        )
+        .await
+    }
+
+    /// The version a reference names; a missing one makes the referring schema invalid.
+    async fn referenced(&self, r: &SchemaReference) -> Result<SubjectVersion, RegistryError> {
+        let version = if r.version == -1 {
+            VersionRef::Latest
+        } else {
+            VersionRef::parse(&r.version.to_string())?
+        };
+        self.version(&r.subject, version, true)
+            .await
+            .map_err(|e| match e {
+                RegistryError::SubjectNotFound(_) | RegistryError::VersionNotFound { .. } => {
+                    RegistryError::InvalidSchema(format!(
+                        "reference {} names subject '{}' version {}, which is not registered",
+                        r.name, r.subject, r.version
+                    ))
+                }
+                other => other,
+            })
+    }
+
+    /// Parses stored versions (resolving their references) with their version numbers.
+    async fn parse_versions(
+        &self,
+        versions: &[SubjectVersion],
+    ) -> Result<Vec<(i64, Schema)>, RegistryError> {
+        let mut out = Vec::with_capacity(versions.len());
+        for v in versions {
+            let dependencies = self.dependencies(&v.references).await?;
+            let parsed = references::parse_with(&v.schema, &dependencies).map_err(|e| {
+                RegistryError::InvalidSchema(format!(
+                    "stored version {} no longer parses: {e}",
+                    v.version
+                ))
+            })?;
+            out.push((v.version, parsed));
+        }
+        Ok(out)
+    }
+
+    /// Ids of the schemas that reference `subject` `version` (with a version left).
+    pub async fn referenced_by(
+        &self,
+        subject: &str,
+        version: VersionRef,
+    ) -> Result<Vec<i64>, RegistryError> {
+        let target = self.version(subject, version, true).await?;
+        referrers(&self.pool, subject, target.version, true).await
+    }
+
     /// Registers `schema` under `subject`, returning its id.
     pub async fn register(
         &self,
@@ -196,8 +309,9 @@ impl Store {
         {
             return Ok(id);
         }
-        let history = parse_all(&live)?;
-        check_compatibility(level, &history, &schema.parsed).map_err(|reasons| {
+        let history = self.parse_versions(&live).await?;
+        let numbered: Vec<(i64, &Schema)> = history.iter().map(|(n, s)| (*n, s)).collect();
+        check_versions(level, &numbered, &schema.parsed).map_err(|reasons| {
             RegistryError::Incompatible {
                 subject: subject.to_owned(),
                 reasons,
@@ -210,13 +324,15 @@ impl Store {
                     .fetch_one(&mut **tx)
                     .await?;
                 sqlx::query(
-                    "INSERT INTO sr_schemas (id, fingerprint, schema_type, schema_text) \
-                     VALUES ($1, $2, $3, $4)",
+                    "INSERT INTO sr_schemas \
+                     (id, fingerprint, schema_type, schema_text, references_json) \
+                     VALUES ($1, $2, $3, $4, $5)",
                 )
                 .bind(id)
                 .bind(&schema.fingerprint)
                 .bind(AVRO)
                 .bind(&schema.text)
+                .bind(references::to_column(&schema.references))
                 .execute(&mut **tx)
                 .await?;
                 id
@@ -267,23 +383,29 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?;
         id.and_then(|id| versions.into_iter().rev().find(|v| v.id == id))
-            .ok_or_else(|| {
-                RegistryError::SchemaNotFound("not registered under this subject".into())
-            })
+            .ok_or(RegistryError::SchemaNotRegistered)
     }
 
-    /// Schema text and type by id. Soft-deleted versions do not hide it; an id with no
-    /// version left after permanent deletes is not found.
-    pub async fn schema_by_id(&self, id: i64) -> Result<String, RegistryError> {
+    /// Schema text and references by id. Soft-deleted versions do not hide it; an id with
+    /// no version left after permanent deletes is not found.
+    pub async fn schema_by_id(
+        &self,
+        id: i64,
+    ) -> Result<(String, Vec<SchemaReference>), RegistryError> {
         let row = sqlx::query(
-            "SELECT s.schema_text FROM sr_schemas s WHERE s.id = $1 \
+            "SELECT s.schema_text, s.references_json FROM sr_schemas s WHERE s.id = $1 \
              AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.id)",
         )
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| r.get::<String, _>(0))
-            .ok_or_else(|| RegistryError::SchemaNotFound(id.to_string()))
+        row.map(|r| {
+            (
+                r.get::<String, _>(0),
+                references::from_column(&r.get::<String, _>(1)),
+            )
+        })
+        .ok_or_else(|| RegistryError::SchemaNotFound(id.to_string()))
     }
 
     /// `(subject, version)` pairs that use schema `id`.
@@ -363,6 +485,9 @@ impl Store {
             return Err(RegistryError::SubjectNotFound(subject.to_owned()));
         }
         let live = versions_in(&self.pool, subject, false).await?;
+        for v in &all {
+            refuse_if_referenced(&self.pool, subject, v.version, permanent).await?;
+        }
         if permanent {
             if !live.is_empty() {
                 return Err(RegistryError::SubjectNotSoftDeleted(subject.to_owned()));
@@ -410,6 +535,7 @@ impl Store {
             },
         })?;
         let n = target.version;
+        refuse_if_referenced(&self.pool, subject, n, permanent).await?;
         if permanent {
             if !target.deleted {
                 return Err(RegistryError::VersionNotSoftDeleted {
@@ -448,11 +574,33 @@ impl Store {
     ) -> Result<Vec<String>, RegistryError> {
         let level = self.level_in(&self.pool, subject).await?;
         let history = match against {
-            Some(v) => vec![self.version(subject, v, false).await?],
+            // Confluent: nothing to be incompatible with (the gate CI runs before the first
+            // registration of a subject).
+            Some(VersionRef::Latest) => versions_in(&self.pool, subject, false)
+                .await?
+                .pop()
+                .into_iter()
+                .collect(),
+            Some(VersionRef::Number(n)) => {
+                let all = versions_in(&self.pool, subject, false).await?;
+                vec![all.into_iter().find(|v| v.version == n).ok_or(
+                    RegistryError::VersionNotFound {
+                        version: n.to_string(),
+                    },
+                )?]
+            }
             None => versions_in(&self.pool, subject, false).await?,
         };
-        let parsed = parse_all(&history)?;
-        Ok(check_compatibility(level, &parsed, &schema.parsed)
+        let parsed = self.parse_versions(&history).await?;
+        let numbered: Vec<(i64, &Schema)> = parsed.iter().map(|(n, s)| (*n, s)).collect();
+        // A check against one version compares with it alone, whatever the level's reach.
+        let level = match (against, level) {
+            (Some(_), CompatibilityLevel::BackwardTransitive) => CompatibilityLevel::Backward,
+            (Some(_), CompatibilityLevel::ForwardTransitive) => CompatibilityLevel::Forward,
+            (Some(_), CompatibilityLevel::FullTransitive) => CompatibilityLevel::Full,
+            (_, level) => level,
+        };
+        Ok(check_versions(level, &numbered, &schema.parsed)
             .err()
             .unwrap_or_default())
     }
@@ -551,18 +699,51 @@ impl Store {
     }
 }
 
-fn parse_all(versions: &[SubjectVersion]) -> Result<Vec<Schema>, RegistryError> {
-    versions
-        .iter()
-        .map(|v| {
-            Schema::parse_str(&v.schema).map_err(|e| {
-                RegistryError::InvalidSchema(format!(
-                    "stored version {} no longer parses: {e}",
-                    v.version
-                ))
-            })
+/// Refuses to delete `subject` `version` while a schema refers to it (Confluent's 42206):
+/// a soft delete while a live version refers to it, a permanent one while any does.
+async fn refuse_if_referenced(
+    pool: &AnyPool,
+    subject: &str,
+    version: i64,
+    permanent: bool,
+) -> Result<(), RegistryError> {
+    let ids = referrers(pool, subject, version, permanent).await?;
+    if ids.is_empty() {
+        Ok(())
+    } else {
+        Err(RegistryError::ReferenceExists {
+            subject: subject.to_owned(),
+            version,
+            ids,
         })
-        .collect()
+    }
+}
+
+/// Ids of schemas with a version (soft-deleted ones too when `deleted`) whose references
+/// name `subject` `version`.
+async fn referrers(
+    pool: &AnyPool,
+    subject: &str,
+    version: i64,
+    deleted: bool,
+) -> Result<Vec<i64>, RegistryError> {
+    let rows = sqlx::query(
+        "SELECT s.id, s.references_json FROM sr_schemas s WHERE s.references_json <> '[]' \
+         AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.id \
+         AND (v.deleted = 0 OR $1 = 1)) ORDER BY s.id",
+    )
+    .bind(i64::from(deleted))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| {
+            references::from_column(&r.get::<String, _>(1))
+                .iter()
+                .any(|x| x.subject == subject && x.version == version)
+        })
+        .map(|r| r.get::<i64, _>(0))
+        .collect())
 }
 
 async fn live_versions<'e, E>(ex: E, subject: &str) -> Result<Vec<SubjectVersion>, RegistryError>
@@ -570,7 +751,8 @@ where
     E: sqlx::Executor<'e, Database = Any>,
 {
     let rows = sqlx::query(
-        "SELECT v.version, v.schema_id, s.schema_text, v.deleted FROM sr_versions v \
+        "SELECT v.version, v.schema_id, s.schema_text, v.deleted, s.references_json \
+         FROM sr_versions v \
          JOIN sr_schemas s ON s.id = v.schema_id \
          WHERE v.subject = $1 AND v.deleted = 0 ORDER BY v.version",
     )
@@ -587,6 +769,7 @@ fn rows_to_versions(subject: &str, rows: Vec<sqlx::any::AnyRow>) -> Vec<SubjectV
             id: r.get::<i64, _>(1),
             schema: r.get::<String, _>(2),
             deleted: r.get::<i64, _>(3) != 0,
+            references: references::from_column(&r.get::<String, _>(4)),
             subject: subject.to_owned(),
         })
         .collect()
@@ -601,7 +784,8 @@ where
     E: sqlx::Executor<'e, Database = Any>,
 {
     let rows = sqlx::query(
-        "SELECT v.version, v.schema_id, s.schema_text, v.deleted FROM sr_versions v \
+        "SELECT v.version, v.schema_id, s.schema_text, v.deleted, s.references_json \
+         FROM sr_versions v \
          JOIN sr_schemas s ON s.id = v.schema_id \
          WHERE v.subject = $1 AND (v.deleted = 0 OR $2 = 1) ORDER BY v.version",
     )

@@ -138,3 +138,77 @@ async fn bad_records_give_typed_errors() {
     assert!(matches!(err, CodecError::Registry { .. }), "{err}");
     assert!(!err.is_permanent(), "{err}");
 }
+
+/// A producer whose doc.uploaded schema takes a shared record type by reference (Confluent
+/// users keep common types in their own subjects): the codec fetches the reference and
+/// decodes, skipping the field docflow does not read.
+#[tokio::test]
+async fn decodes_records_whose_writer_schema_has_references() {
+    use apache_avro::types::Value as Avro;
+    use apache_avro::writer::datum::GenericDatumWriter;
+    use serde_json::json;
+
+    let h = Harness::start(docflow_store::scratch::ScratchDb::sqlite().unwrap()).await;
+    let meta = json!({"type": "record", "name": "Meta", "namespace": "io.docflow.test",
+        "fields": [{"name": "source", "type": "string"}]});
+    let (s, _) = h.register("shared-meta", &meta).await;
+    assert_eq!(s, 200);
+    let mut writer: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../schemas/doc.uploaded/v1.avsc"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    writer["fields"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "meta", "type": "io.docflow.test.Meta"}));
+    let (s, body) = h
+        .send(
+            "POST",
+            "/subjects/uploads-with-meta-value/versions",
+            json!({"schema": writer.to_string(),
+                   "references": [{"name": "io.docflow.test.Meta", "subject": "shared-meta", "version": 1}]}),
+        )
+        .await;
+    assert_eq!(s, 200, "{body}");
+    let id = u32::try_from(body["id"].as_i64().unwrap()).unwrap();
+
+    let ev = sample_uploaded(b"with a reference");
+    let schema =
+        docflow_registry::references::parse_with(&writer.to_string(), &[meta.to_string()]).unwrap();
+    let value = Avro::Record(vec![
+        ("document_id".into(), Avro::String(ev.document_id.clone())),
+        ("tenant_id".into(), Avro::String(ev.tenant_id.clone())),
+        ("object_uri".into(), Avro::String(ev.object_uri.clone())),
+        ("content_type".into(), Avro::String(ev.content_type.clone())),
+        ("size_bytes".into(), Avro::Long(ev.size_bytes)),
+        (
+            "original_file_name".into(),
+            Avro::Union(
+                1,
+                Box::new(Avro::String(ev.original_file_name.clone().unwrap())),
+            ),
+        ),
+        ("uploaded_at".into(), Avro::TimestampMillis(ev.uploaded_at)),
+        (
+            "producer_version".into(),
+            Avro::String(ev.producer_version.clone()),
+        ),
+        (
+            "meta".into(),
+            Avro::Record(vec![("source".into(), Avro::String("scanner-7".into()))]),
+        ),
+    ]);
+    let body = GenericDatumWriter::builder(&schema)
+        .build()
+        .unwrap()
+        .write_value_to_vec(value)
+        .unwrap();
+    let codec = EventCodec::from_url(&h.registry.url(), Duration::from_secs(5)).unwrap();
+    let back: DocUploaded = codec.decode(&wire::frame(id, &body)).await.unwrap();
+    assert_eq!(back, ev);
+    h.finish().await;
+}

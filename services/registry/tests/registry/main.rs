@@ -8,5 +8,7 @@
 mod support;
 
 mod codec;
+mod confluent_edges;
+mod confluent_python;
 mod http_api;
 mod interop;
