@@ -210,6 +210,14 @@ impl Blobs {
         Ok(())
     }
 
+    /// Whether a blob can be written: a staged file is created and removed (readiness
+    /// probes; an upload needs exactly this first).
+    pub async fn probe(&self) -> Result<(), BlobError> {
+        let staged = self.stage().await?;
+        drop(staged);
+        Ok(())
+    }
+
     /// A new blob to write before its key is known; see [`Staged`].
     pub async fn stage(&self) -> Result<Staged, BlobError> {
         let dir = self.root.join(INCOMING);

@@ -51,6 +51,12 @@ impl Jobs {
         Jobs { pool }
     }
 
+    /// Whether the database answers (`SELECT 1`): readiness probes.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The job of `tenant` for `document_id`.
     pub async fn get(&self, tenant: &str, document_id: &str) -> Result<Option<Job>, StoreError> {
         let row = sqlx::query(
