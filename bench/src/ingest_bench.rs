@@ -44,6 +44,35 @@ fn document(i: usize, kib: usize) -> Vec<u8> {
     out
 }
 
+/// `a;dur=1.5, b;dur=2` → `[("a", 1.5), ("b", 2.0)]`.
+fn parse_server_timing(header: &str) -> Vec<(String, f64)> {
+    header
+        .split(',')
+        .filter_map(|part| {
+            let mut fields = part.trim().split(';');
+            let name = fields.next()?.trim().to_owned();
+            let dur = fields.find_map(|f| f.trim().strip_prefix("dur="))?;
+            Some((name, dur.parse().ok()?))
+        })
+        .collect()
+}
+
+fn step_meaning(name: &str) -> &'static str {
+    match name {
+        "auth" => "token → tenant, query",
+        "receive" => "body streamed to the staged file, hashed",
+        "sync" => "staged file flushed and synced to disk",
+        "check" => "type sniffed, PDF structure and pages checked",
+        "lookup" => "duplicate check (job read)",
+        "store" => "staged file renamed under its key",
+        "record" => "job record written (committed)",
+        "produce" => "encode + produce + broker ack",
+        "status" => "job marked accepted (committed)",
+        "reply" => "answer built",
+        _ => "",
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -100,6 +129,8 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
     let docs = std::sync::Arc::new(docs);
+    // Each answer's `Server-Timing` steps (name, ms), in order.
+    let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<(String, f64)>>::new()));
     for i in 0..20 {
         let r = http
             .post(&base)
@@ -110,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::ensure!(r.status() == 202, "warm-up status {}", r.status());
     }
     let api = paced(args.requests, args.rate, |i| {
-        let (http, base, docs) = (http.clone(), base.clone(), docs.clone());
+        let (http, base, docs, steps) = (http.clone(), base.clone(), docs.clone(), steps.clone());
         async move {
             let r = http
                 .post(&base)
@@ -119,6 +150,16 @@ async fn main() -> anyhow::Result<()> {
                 .send()
                 .await?;
             anyhow::ensure!(r.status() == 202, "status {}", r.status());
+            let timing = r
+                .headers()
+                .get("server-timing")
+                .and_then(|v| v.to_str().ok())
+                .map(parse_server_timing)
+                .unwrap_or_default();
+            steps
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .push(timing);
             Ok(())
         }
     })
@@ -156,6 +197,31 @@ async fn main() -> anyhow::Result<()> {
         a50 / b50,
         a99 / b99
     )?;
+    let steps = std::mem::take(&mut *steps.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    writeln!(
+        md,
+        "\n## Where a POST's time goes (ingest's `Server-Timing` header, per step)\n\n\
+         | step | what | p50 | p99 | max |\n|---|---|---|---|---|"
+    )?;
+    let names: Vec<String> = steps
+        .first()
+        .map(|s| s.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    for name in names {
+        let values: Vec<f64> = steps
+            .iter()
+            .filter_map(|s| s.iter().find(|(n, _)| *n == name).map(|(_, ms)| *ms))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let (p50, p99, max) = percentiles(values);
+        writeln!(
+            md,
+            "| `{name}` | {} | {p50:.2} ms | {p99:.2} ms | {max:.2} ms |",
+            step_meaning(&name)
+        )?;
+    }
     docflow_bench::write_report(&args.out, &md)?;
     Ok(())
 }

@@ -45,13 +45,48 @@ pub enum SendError {
         #[source]
         source: rdkafka::error::KafkaError,
     },
+    /// Encoding and the broker's ack together took longer than the caller's timeout. The
+    /// record may still be delivered later (librdkafka keeps it until `message.timeout.ms`);
+    /// a retry of the same event is what the idempotent effects downstream absorb.
+    #[error("producing to {topic}: no acknowledgement within {after:?}")]
+    Timeout {
+        /// The topic.
+        topic: String,
+        /// The timeout that ran out.
+        after: std::time::Duration,
+    },
 }
 
 /// Encodes `event` through the registry (Confluent wire format) and sends it to `topic` with
 /// key `key` and `trace` as its `traceparent` header; returns once the broker acknowledged it.
 /// Every event docflow produces goes through here: ingest's `doc.uploaded`, the stages'
 /// `doc.processed`.
+///
+/// `timeout` bounds the whole call: the registry lookup, a full producer queue and the
+/// broker's ack. librdkafka's own `message.timeout.ms` is not a bound on its own: with
+/// idempotence on, a timed-out record's failure can be held back until the requests in
+/// flight before it resolve, which made ingest answer its 503 up to twice the timeout late.
 pub async fn send_event<E: docflow_events::Event>(
+    producer: &FutureProducer,
+    codec: &docflow_events::EventCodec,
+    topic: &str,
+    key: &str,
+    event: &E,
+    trace: &crate::trace::TraceContext,
+    timeout: std::time::Duration,
+) -> Result<(), SendError> {
+    tokio::time::timeout(
+        timeout,
+        send_unbounded(producer, codec, topic, key, event, trace, timeout),
+    )
+    .await
+    .map_err(|_| SendError::Timeout {
+        topic: topic.to_owned(),
+        after: timeout,
+    })?
+}
+
+async fn send_unbounded<E: docflow_events::Event>(
     producer: &FutureProducer,
     codec: &docflow_events::EventCodec,
     topic: &str,

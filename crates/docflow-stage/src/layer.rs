@@ -156,7 +156,9 @@ impl<S: Stage> StageHandler<S> {
         .await
         .map_err(|e| match e {
             SendError::Encode(e) => HandlerError::from(e),
-            e @ SendError::Produce { .. } => HandlerError::transient(PRODUCE, e),
+            e @ (SendError::Produce { .. } | SendError::Timeout { .. }) => {
+                HandlerError::transient(PRODUCE, e)
+            }
         })?;
         self.results
             .mark_event_sent(run, now_ms())

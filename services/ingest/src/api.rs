@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::sniff::{Kind, check_pdf, sniff};
+use crate::timing::Timing;
 use docflow_store::jobs::{Job, status};
 
 type Shared = State<Arc<AppState>>;
@@ -42,7 +43,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/openapi.json",
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
         )
+        // Liveness: the process serves HTTP. Readiness: it can take an upload now.
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(crate::ready::readyz))
         .route(
             "/metrics",
             get(|State(s): Shared| async move { s.metrics.render() }),
@@ -206,12 +209,14 @@ async fn upload(
     query: Result<Query<UploadQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    let mut timing = Timing::start();
     let headers = req.headers().clone();
     // Who asks comes first: a bad query from an unknown client is a 401, not a 400.
     let tenant = tenant(&state, &headers).await?;
     let Query(q) =
         query.map_err(|e| ApiError::BadRequest(format!("query string: {}", e.body_text())))?;
     let wait = parse_wait(q.wait.as_deref(), state.max_wait)?;
+    timing.mark("auth");
     let limit = state.max_upload_bytes;
     let multipart = is_multipart(&headers);
     // A raw body announces its size: refuse before reading. (A multipart length includes
@@ -264,14 +269,17 @@ async fn upload(
             "empty body: send the document bytes".into(),
         ));
     }
+    timing.mark("receive");
     staged
         .finish()
         .await
         .map_err(|e| ApiError::unavailable("object store", e))?;
+    timing.mark("sync");
     let kind = sniff(&head).ok_or(ApiError::UnsupportedType)?;
     if kind == Kind::Pdf {
         check_staged_pdf(&state, &staged).await?;
     }
+    timing.mark("check");
     let file_name = q.filename.or(part_name).map(|f| {
         f.chars()
             .filter(|c| !c.is_control())
@@ -286,9 +294,13 @@ async fn upload(
     {
         drop((staged, slot));
         state.jobs.record_upload(&existing).await?;
+        timing.mark("record");
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
-        return reply(&state, &tenant, &id, &existing.status, true, wait).await;
+        let resp = reply(&state, &tenant, &id, &existing.status, true, wait).await?;
+        timing.mark("reply");
+        return Ok(timing.attach(resp));
     }
+    timing.mark("lookup");
 
     // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes).
     let key = Blobs::key([tenant.as_str(), id.as_str()]);
@@ -299,6 +311,7 @@ async fn upload(
         .await
         .map_err(|e| ApiError::unavailable("object store", e))?;
     drop(slot);
+    timing.mark("store");
     let object_uri = state.blobs.uri(&key);
 
     // 2. The record, before the event: a stored blob always has one.
@@ -315,17 +328,22 @@ async fn upload(
         produced_at_ms: None,
     };
     state.jobs.record_upload(&job).await?;
+    timing.mark("record");
 
     // 3. The event; the answer waits for the broker's ack.
     match produce(&state, &job).await {
         Ok(()) => {
+            timing.mark("produce");
             state
                 .jobs
                 .set_status(&tenant, &id, status::ACCEPTED, Some(now_ms()))
                 .await?;
+            timing.mark("status");
             state.metrics.upload_bytes.inc_by(size);
             tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
-            reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await
+            let resp = reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await?;
+            timing.mark("reply");
+            Ok(timing.attach(resp))
         }
         Err(e) => {
             // Best effort: the record already says `stored`; mark why it went no further.
@@ -377,9 +395,11 @@ async fn reply(
     Ok(accepted(id, status, duplicate))
 }
 
-/// Polls the result store (20 ms, doubling to 200 ms) until every configured stage has
-/// finished with the document (done, failed or dead-lettered), `wait` is over, or the server
-/// begins to shut down.
+/// Reads the result store until every configured stage has finished with the document
+/// (done, failed or dead-lettered), `wait` is over, or the server begins to shut down. It
+/// reads again whenever a stage announces a result for the document on `doc.processed`
+/// (see [`crate::wakeups`]), and otherwise every `--wait-poll`, so an answer never depends
+/// on the listener.
 async fn wait_for_stages(
     state: &AppState,
     tenant: &str,
@@ -387,8 +407,14 @@ async fn wait_for_stages(
     wait: Duration,
 ) -> Result<Option<Value>, ApiError> {
     let deadline = Instant::now() + wait;
-    let mut interval = Duration::from_millis(20);
+    let watch = state.wakeups.watch(id);
+    let mut cause = "first";
     loop {
+        state.metrics.wait_reads.with_label_values(&[cause]).inc();
+        // Registered before the read: an announcement that lands during it still wakes us.
+        let woken = watch.notify().notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
         let runs = state.results.latest_runs(tenant, id).await?;
         if all_finished(&state.stages, &runs) {
             let job = state
@@ -404,11 +430,11 @@ async fn wait_for_stages(
             return Ok(None);
         }
         tokio::select! {
-            () = tokio::time::sleep(interval.min(left)) => {}
+            () = &mut woken => cause = "event",
+            () = tokio::time::sleep(state.wait_poll.min(left)) => cause = "poll",
             // Shutting down: answer with the job id now rather than hold the shutdown.
             () = state.stopping.cancelled() => return Ok(None),
         }
-        interval = (interval * 2).min(Duration::from_millis(200));
     }
 }
 
@@ -447,7 +473,9 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
     sent.map_err(|e| match e {
         SendError::Encode(e) if e.is_permanent() => ApiError::failed("encoding doc.uploaded", e),
         SendError::Encode(e) => ApiError::unavailable("schema registry", e),
-        e @ SendError::Produce { .. } => ApiError::unavailable("broker", e),
+        e @ (SendError::Produce { .. } | SendError::Timeout { .. }) => {
+            ApiError::unavailable("broker", e)
+        }
     })
 }
 

@@ -27,7 +27,10 @@ use tokio::net::TcpListener;
 pub mod api;
 pub mod error;
 pub mod metrics;
+mod ready;
 pub mod sniff;
+mod timing;
+pub mod wakeups;
 
 pub use error::ApiError;
 
@@ -127,6 +130,17 @@ pub struct Config {
     )]
     pub max_wait: Duration,
 
+    /// How often a request waiting with `?wait=` reads the result store when no
+    /// `doc.processed` announcement woke it (the path for announcements the listener
+    /// missed, e.g. while it starts).
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_WAIT_POLL",
+        default_value = "500ms",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub wait_poll: Duration,
+
     /// Directory of the embedding model `GET /v1/search` embeds queries with (the one the
     /// ocr-embeddings stage embeds pages with; loaded on the first search).
     #[arg(
@@ -148,6 +162,15 @@ pub struct Config {
     /// Topic of accepted documents.
     #[arg(long, env = "DOCFLOW_INGEST_TOPIC", default_value = docflow_events::topics::DOC_UPLOADED)]
     pub topic: String,
+
+    /// Topic the stages announce results on; each replica reads it (no consumer group) to
+    /// wake requests waiting with `?wait=`.
+    #[arg(
+        long,
+        env = "DOCFLOW_INGEST_PROCESSED_TOPIC",
+        default_value = docflow_events::topics::DOC_PROCESSED
+    )]
+    pub processed_topic: String,
 
     /// Kafka.
     #[command(flatten)]
@@ -208,6 +231,7 @@ pub struct AppState {
     pub(crate) db_tokens: docflow_store::Tokens,
     pub(crate) stages: Vec<String>,
     pub(crate) max_wait: Duration,
+    pub(crate) wait_poll: Duration,
     pub(crate) blobs: docflow_store::Blobs,
     pub(crate) producer: FutureProducer,
     pub(crate) codec: EventCodec,
@@ -216,6 +240,10 @@ pub struct AppState {
     pub(crate) max_pages: usize,
     pub(crate) produce_timeout: Duration,
     pub(crate) topic: String,
+    /// Requests waiting with `?wait=`, woken by the `doc.processed` listener.
+    pub(crate) wakeups: Arc<wakeups::Wakeups>,
+    pub(crate) processed_topic: String,
+    pub(crate) kafka: KafkaArgs,
     pub(crate) metrics: metrics::IngestMetrics,
     /// Cancelled when shutdown begins: waiting requests answer 202 at once.
     pub(crate) stopping: tokio_util::sync::CancellationToken,
@@ -292,6 +320,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         db_tokens,
         stages: config.stages.clone(),
         max_wait: config.max_wait,
+        wait_poll: config.wait_poll.max(Duration::from_millis(1)),
         blobs,
         producer,
         codec,
@@ -300,6 +329,9 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         max_pages: config.max_pages,
         produce_timeout: config.produce_timeout,
         topic: config.topic.clone(),
+        wakeups: Arc::default(),
+        processed_topic: config.processed_topic.clone(),
+        kafka: config.kafka.clone(),
         metrics: metrics::IngestMetrics::new()?,
         stopping: tokio_util::sync::CancellationToken::new(),
         header_timeout: config.header_timeout,
@@ -336,6 +368,12 @@ pub async fn serve(
         tracing::info!(%addr, "ingest listening");
     }
     let app = api::router(state.clone());
+    let listener_task = tokio::spawn(wakeups::listen(
+        state.wakeups.clone(),
+        state.kafka.clone(),
+        state.processed_topic.clone(),
+        state.stopping.clone(),
+    ));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(state.header_timeout)
@@ -370,6 +408,7 @@ pub async fn serve(
     }
     drop(listener);
     state.stopping.cancel();
+    let _ = listener_task.await;
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
         .await
         .is_err()

@@ -6,7 +6,7 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
 use crate::AppState;
 
@@ -21,6 +21,8 @@ pub struct IngestMetrics {
     requests: HistogramVec,
     pub(crate) produce: HistogramVec,
     pub(crate) upload_bytes: IntCounter,
+    /// Result-store reads of `?wait=` requests, by what caused them.
+    pub(crate) wait_reads: IntCounterVec,
 }
 
 impl IngestMetrics {
@@ -47,6 +49,15 @@ impl IngestMetrics {
             "docflow_ingest_upload_bytes_total",
             "Bytes of documents accepted (stored and produced)",
         )?;
+        let wait_reads = IntCounterVec::new(
+            Opts::new(
+                "docflow_ingest_wait_reads_total",
+                "Result-store reads of requests waiting with ?wait=, by cause: first (on arrival), \
+                 event (a doc.processed announcement woke it), poll (the fallback timer)",
+            ),
+            &["cause"],
+        )?;
+        registry.register(Box::new(wait_reads.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(produce.clone()))?;
         registry.register(Box::new(upload_bytes.clone()))?;
@@ -55,6 +66,7 @@ impl IngestMetrics {
             requests,
             produce,
             upload_bytes,
+            wait_reads,
         })
     }
 

@@ -461,6 +461,7 @@ impl Stack {
             &tokens,
         )?;
         config.topic = self.topics.uploaded.clone();
+        config.processed_topic = self.topics.processed.clone();
         // The search model `make tools` installed in this checkout (not the process's
         // working directory, which for a test is its crate's).
         config.embed_model_dir = workspace_root().join(".tools/models/minilm");

@@ -509,15 +509,61 @@ async fn broker_outage_is_503_then_recovers() {
     ))
     .unwrap();
     assert_eq!(s.post(Some(ALICE), "", warm).await.0, StatusCode::ACCEPTED);
+    let readyz = |http: reqwest::Client, url: String| async move {
+        let r = http.get(url).send().await.unwrap();
+        let status = r.status();
+        assert_eq!(
+            status == StatusCode::SERVICE_UNAVAILABLE,
+            r.headers().get("retry-after").is_some()
+        );
+        (status, r.json::<Value>().await.unwrap())
+    };
+    let ready_url = format!("{}/readyz", s.base);
+    let (st, ready) = readyz(s.http.clone(), ready_url.clone()).await;
+    assert_eq!(st, StatusCode::OK, "{ready}");
+    assert_eq!(
+        ready["checks"],
+        serde_json::json!({"database": "ok", "object_store": "ok", "broker": "ok"})
+    );
 
     s.broker.kill().await.unwrap();
+    // Not ready while the broker is away, and saying why; liveness is unaffected.
+    let (st, ready) = readyz(s.http.clone(), ready_url.clone()).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{ready}");
+    assert_ne!(ready["checks"]["broker"], "ok", "{ready}");
+    assert_eq!(ready["checks"]["database"], "ok", "{ready}");
+    let live = s
+        .http
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
+    let started = std::time::Instant::now();
     let (st, body, h) = s.post(Some(ALICE), "", bytes.clone()).await;
+    let took = started.elapsed();
     assert_eq!(
         (st, body["error"].as_str()),
         (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")),
         "{body}"
     );
     assert!(h.get("retry-after").is_some());
+    // The promise is --produce-timeout (3 s here) for the whole wait, not per retry inside
+    // librdkafka; a second of slack covers receiving, hashing and the job record.
+    assert!(
+        took < Duration::from_secs(4),
+        "503 after {took:?} with a 3 s produce timeout"
+    );
+    // And again for uploads that arrive while the producer already holds timed-out records.
+    for i in 0..2u8 {
+        let mut other = pdf();
+        other.extend_from_slice(format!("% outage {i}\n").as_bytes());
+        let started = std::time::Instant::now();
+        let (st, _, _) = s.post(Some(ALICE), "", other).await;
+        let took = started.elapsed();
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(took < Duration::from_secs(4), "503 after {took:?}");
+    }
     let (st, job) = s.get_job(ALICE, &id).await;
     assert_eq!(st, StatusCode::OK, "the stored blob has a record");
     assert_eq!(job["status"], "produce_failed");
@@ -538,6 +584,8 @@ async fn broker_outage_is_503_then_recovers() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert!(ok, "upload recovers after the broker is back");
+    let (st, ready) = readyz(s.http.clone(), ready_url.clone()).await;
+    assert_eq!(st, StatusCode::OK, "{ready}");
     let (_, job) = s.get_job(ALICE, &id).await;
     assert_eq!(job["status"], "accepted");
     s.finish().await;

@@ -46,6 +46,13 @@ impl Stack {
     }
 
     async fn start_without_stage() -> Self {
+        Self::start_without_stage_with(|_| {}).await
+    }
+
+    /// [`Stack::start_without_stage`] with `tweak` applied to ingest's configuration.
+    async fn start_without_stage_with(
+        tweak: impl FnOnce(&mut docflow_ingest::Config) + Send + 'static,
+    ) -> Self {
         // `RUST_LOG=info cargo nextest run ...` shows the services' logs of a failing test.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -54,7 +61,7 @@ impl Stack {
         let stack = docflow_embedded::Stack::builder()
             .partitions(3)
             .token(TOKEN, "alice")
-            .ingest()
+            .ingest_with(tweak)
             .start()
             .await
             .unwrap();
@@ -230,6 +237,46 @@ async fn upload_renders_serves_and_announces_once() {
     s.finish().await;
 }
 
+/// `?wait=` is answered by the stage's `doc.processed` announcement, not by polling: with
+/// the result store's fallback read set to once a minute, only the listener can answer
+/// these waits within their 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_is_woken_by_the_stage_announcement() {
+    let mut s = Stack::start_without_stage_with(|c| c.wait_poll = Duration::from_secs(60)).await;
+    s.stack.start_thumbnails().await.unwrap();
+    // The listener reads every partition from a known offset before we count on it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready: Value = s.get("/readyz").await.json().await.unwrap();
+        if ready["wakeups"] == "armed" {
+            assert_eq!(ready["ready"], true, "{ready}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{ready}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in ["report-q3.pdf", "invoice-acme.pdf", "letter-renewal.pdf"] {
+        let (status, job) = s.post("?wait=30s", sample(name)).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {job}");
+        assert_eq!(job["stages"][0]["status"], "done");
+    }
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    let count = |cause: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "docflow_ingest_wait_reads_total{{cause=\"{cause}\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0.0, |v| v.parse().unwrap())
+    };
+    assert!(count("event") >= 3.0, "{metrics}");
+    assert_eq!(count("poll"), 0.0, "{metrics}");
+    s.finish().await;
+}
+
 /// A document ingest accepts but the stage cannot render: recorded failed, dead-lettered
 /// with provenance, reported by the job, and the partition moves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,12 +431,16 @@ fn self_referencing_pdf() -> Vec<u8> {
 
 /// Rendering runs in worker processes with a memory limit: the self-referencing PDF kills
 /// one worker (not the stage), is dead-lettered as `memory_limit`, and the next document
-/// renders in a fresh worker.
+/// renders in a fresh worker. The limit comes from the stage's budget: 1 GiB for 4 workers
+/// is 256 MiB each (`--worker-memory` stays at its 1 GiB default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdf_that_exhausts_memory_kills_only_its_worker() {
     let mut s = Stack::start_without_stage().await;
     s.stack
-        .start_thumbnails_with(|c| c.isolation.worker_memory = 256 << 20)
+        .start_thumbnails_with(|c| {
+            c.isolation.stage_memory = 1 << 30;
+            c.stage.consumer.workers = 4;
+        })
         .await
         .unwrap();
     let bomb = self_referencing_pdf();
