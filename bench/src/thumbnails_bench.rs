@@ -117,6 +117,7 @@ async fn head_of_line(
     }
     let limits = IsolationArgs {
         worker_memory: 1 << 30,
+        stage_memory: 4 << 30,
         worker_cpu: std::time::Duration::from_secs(60),
         worker_timeout: std::time::Duration::from_secs(120),
         worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),

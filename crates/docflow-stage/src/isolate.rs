@@ -42,6 +42,13 @@ pub struct IsolationArgs {
     #[arg(long, env = "DOCFLOW_WORKER_MEMORY", default_value = "1GiB", value_parser = parse_bytes)]
     pub worker_memory: u64,
 
+    /// Memory all of a stage's worker processes may hold together: each worker's limit is
+    /// the smaller of `--worker-memory` and this divided by `--workers`, so raising
+    /// `--workers` never raises what the replica can take (size the pod for this plus the
+    /// stage process itself).
+    #[arg(long, env = "DOCFLOW_STAGE_MEMORY", default_value = "4GiB", value_parser = parse_bytes)]
+    pub stage_memory: u64,
+
     /// CPU time one job may use in a worker (RLIMIT_CPU, raised before each job).
     #[arg(
         long,
@@ -63,6 +70,25 @@ pub struct IsolationArgs {
     /// Executable of the worker processes (default: this program).
     #[arg(long, env = "DOCFLOW_WORKER_EXE")]
     pub worker_exe: Option<PathBuf>,
+}
+
+impl IsolationArgs {
+    /// These limits for a stage running `workers` jobs at once: the per-worker memory
+    /// limit lowered so that `workers` workers together stay within `--stage-memory`.
+    pub fn for_workers(mut self, workers: usize) -> Self {
+        let share = self.stage_memory / u64::try_from(workers.max(1)).unwrap_or(u64::MAX);
+        if share < self.worker_memory {
+            tracing::info!(
+                worker_memory = self.worker_memory,
+                stage_memory = self.stage_memory,
+                workers,
+                share,
+                "worker memory limit lowered to a share of --stage-memory"
+            );
+            self.worker_memory = share;
+        }
+        self
+    }
 }
 
 /// `1GiB`, `512MiB`, `64KiB`, `1000000` (bytes).
@@ -425,6 +451,25 @@ fn cpu_used_secs() -> Option<u64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_stage_memory_is_shared_by_its_workers() {
+        let args = |worker, stage| IsolationArgs {
+            worker_memory: worker,
+            stage_memory: stage,
+            worker_cpu: Duration::from_secs(1),
+            worker_timeout: Duration::from_secs(1),
+            worker_exe: None,
+        };
+        // 4 workers of 1 GiB fit 4 GiB: unchanged.
+        assert_eq!(args(1 << 30, 4 << 30).for_workers(4).worker_memory, 1 << 30);
+        // 8 workers share 4 GiB: 512 MiB each.
+        assert_eq!(
+            args(1 << 30, 4 << 30).for_workers(8).worker_memory,
+            512 << 20
+        );
+        assert_eq!(args(1 << 30, 4 << 30).for_workers(0).worker_memory, 1 << 30);
+    }
+
     /// A pool whose "workers" are `sh -c SCRIPT`.
     fn pool_of(script: &str, timeout: Duration) -> WorkerPool {
         WorkerPool {
@@ -432,6 +477,7 @@ mod tests {
             argv: vec!["-c".to_owned(), script.to_owned()],
             limits: IsolationArgs {
                 worker_memory: 64 << 20,
+                stage_memory: 1 << 30,
                 worker_cpu: Duration::from_secs(5),
                 worker_timeout: timeout,
                 worker_exe: None,

@@ -35,6 +35,7 @@ pub use stage::{OcrEmbeddings, STAGE_VERSION};
     about = "docflow stage: page text (text layer or OCR), chunk embeddings, summaries",
     // OCR of a long scan takes minutes, not the seconds a thumbnail takes.
     mut_arg("worker_memory", |a| a.default_value("2GiB")),
+    mut_arg("stage_memory", |a| a.default_value("8GiB")),
     mut_arg("worker_cpu", |a| a.default_value("600s")),
     mut_arg("worker_timeout", |a| a.default_value("900s")),
 )]
@@ -217,7 +218,11 @@ pub async fn build(
     let budget = config.embed.batch_tokens(&embedder);
     tracing::info!(max_batch_tokens = budget, "embedding batches");
     let batcher = Batcher::start(embedder, budget)?;
-    let pool = read_pool(&config.pdfium_lib, &config.read, config.isolation.clone())?;
+    let isolation = config
+        .isolation
+        .clone()
+        .for_workers(config.stage.consumer.workers);
+    let pool = read_pool(&config.pdfium_lib, &config.read, isolation)?;
     pool.run(&probe_png()?)
         .await
         .map_err(|e| anyhow::anyhow!("the page-reading worker does not work: {e}"))?;

@@ -87,7 +87,11 @@ pub fn render_pool(
 /// probed: a missing pdfium or a bad `--worker-exe` fails here, with the worker's reason,
 /// rather than on every document.
 pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::Result<Thumbnails> {
-    let pool = render_pool(&config.pdfium_lib, config.max_px, config.isolation.clone())?;
+    let isolation = config
+        .isolation
+        .clone()
+        .for_workers(config.stage.consumer.workers);
+    let pool = render_pool(&config.pdfium_lib, config.max_px, isolation)?;
     pool.run(&probe_png()?)
         .await
         .map_err(|e| anyhow::anyhow!("the render worker does not work: {e}"))?;
