@@ -79,9 +79,11 @@ pub const MAX_INFLATED: usize = 64 * 1024 * 1024;
 /// Pages inside object streams (PDF 1.5+: many current tools put every object, pages
 /// included, into compressed `/Type /ObjStm` streams, where no `/Type /Page` is visible in
 /// the raw bytes). Each object stream is inflated (FlateDecode; unfiltered ones read as
-/// they are), all of them together at most [`MAX_INFLATED`] bytes.
-fn object_stream_pages(bytes: &[u8]) -> Result<usize, PdfError> {
+/// they are), all of them together at most [`MAX_INFLATED`] bytes. Returns the pages found
+/// and how many object streams could not be read (damaged, encrypted, another filter).
+fn object_stream_pages(bytes: &[u8]) -> Result<(usize, usize), PdfError> {
     let mut pages = 0;
+    let mut unreadable = 0;
     let mut budget = MAX_INFLATED;
     let mut from = 0;
     while let Some(pos) = find_from(bytes, b"/ObjStm", from) {
@@ -123,18 +125,22 @@ fn object_stream_pages(bytes: &[u8]) -> Result<usize, PdfError> {
                         limit: MAX_INFLATED,
                     });
                 }
-                // A damaged stream: readers skip it; so does the count.
-                Err(_) => continue,
+                // A damaged or encrypted stream: not counted here.
+                Err(_) => {
+                    unreadable += 1;
+                    continue;
+                }
             }
         } else if find_from(dict, b"/Filter", 0).is_none() {
             data
         } else {
+            unreadable += 1;
             continue; // another filter: not counted here; the stage sees every page
         };
         budget = budget.saturating_sub(content.len());
         pages += count_pages(content);
     }
-    Ok(pages)
+    Ok((pages, unreadable))
 }
 
 fn find_from(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
@@ -241,8 +247,14 @@ pub fn check_pdf(bytes: &[u8], max_pages: usize) -> Result<usize, PdfError> {
     if offset >= bytes.len() as u64 {
         return Err(PdfError::BadStartXref(offset));
     }
-    let pages = count_page_objects(bytes) + object_stream_pages(bytes)?;
-    if pages == 0 {
+    let (in_streams, unreadable) = object_stream_pages(bytes)?;
+    let pages = count_page_objects(bytes) + in_streams;
+    // An encrypted file's object streams cannot be read without decrypting them (readers
+    // open files encrypted for an empty user password, as most are): its pages are not
+    // counted here, so it is not refused for having none. The count that is returned is
+    // then a lower bound, and the page limits that matter are the stages' own, checked in
+    // their isolated workers before any page is rendered (`--max-pages`).
+    if pages == 0 && !(unreadable > 0 && find(tail, b"/Encrypt").is_some()) {
         return Err(PdfError::NoPages);
     }
     if pages > max_pages {
@@ -361,6 +373,29 @@ mod tests {
                 limit: 2_000
             })
         );
+    }
+
+    /// An encrypted PDF whose pages sit in object streams (pypdf's AES sample): the streams
+    /// cannot be inflated without the key, so no page is counted, and the file is accepted
+    /// for the stages (which decrypt and count) rather than refused as page-less. The same
+    /// unreadable streams without `/Encrypt` are a damaged file: refused.
+    #[test]
+    fn encrypted_object_streams_are_left_to_the_stages() {
+        let plain = object_stream_pdf(2, false);
+        let start = find_from(&plain, b"stream\n", 0).unwrap() + 7;
+        let end = find_from(&plain, b"\nendstream", 0).unwrap();
+        // Ciphertext: what AES leaves of the deflated stream.
+        let mut scrambled = plain.clone();
+        for (i, b) in scrambled[start..end].iter_mut().enumerate() {
+            *b ^= 0x5a ^ (i as u8);
+        }
+        let root = find_from(&scrambled, b"/Root 1 0 R >>", end).unwrap();
+        let mut encrypted = scrambled[..root].to_vec();
+        encrypted.extend_from_slice(b"/Root 1 0 R /Encrypt 99 0 R >>");
+        encrypted.extend_from_slice(&scrambled[root + b"/Root 1 0 R >>".len()..]);
+        assert_eq!(check_pdf(&plain, 10), Ok(2));
+        assert_eq!(check_pdf(&encrypted, 10), Ok(0));
+        assert_eq!(check_pdf(&scrambled, 10), Err(PdfError::NoPages));
     }
 
     #[test]
