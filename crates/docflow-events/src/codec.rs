@@ -181,8 +181,9 @@ pub struct EventCodec {
     encoder: AvroEncoder,
     decoder: AvroDecoder,
     settings: SrSettings,
-    /// Writer schemas with references, resolved here (see the module docs), by id.
-    with_references: Mutex<HashMap<u32, Arc<Schema>>>,
+    /// Writer schemas with references, resolved here (see the module docs), by id; `None`:
+    /// the id has no references (its error stands, without asking the registry again).
+    with_references: Mutex<HashMap<u32, Option<Arc<Schema>>>>,
 }
 
 impl std::fmt::Debug for EventCodec {
@@ -259,8 +260,8 @@ impl EventCodec {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
             .cloned();
-        if let Some(writer) = cached {
-            return decode_body_with_id(&writer, frame.body, id);
+        if let Some(Some(writer)) = &cached {
+            return decode_body_with_id(writer, frame.body, id);
         }
         match self.decoder.get_schema(id).await {
             Ok(writer) => decode_body_with_id(&writer.parsed, frame.body, id),
@@ -271,6 +272,10 @@ impl EventCodec {
                     return Err(err);
                 }
                 // The converter could not make a schema of it: references it cannot inline?
+                // (Asked once per id: an id known to have none keeps its error.)
+                if cached.is_some() {
+                    return Err(err);
+                }
                 match self.resolve_with_references(id).await? {
                     Some(writer) => decode_body_with_id(&writer, frame.body, id),
                     None => Err(err),
@@ -286,6 +291,10 @@ impl EventCodec {
             .await
             .map_err(|e| CodecError::from_registry(e, Some(id)))?;
         if registered.references.is_empty() {
+            self.with_references
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, None);
             return Ok(None);
         }
         let settings = &self.settings;
@@ -300,10 +309,7 @@ impl EventCodec {
             },
             || CodecError::Body {
                 schema_id: id,
-                reason: format!(
-                    "references nest deeper than {} levels",
-                    crate::references::MAX_DEPTH
-                ),
+                reason: crate::references::TOO_MANY.to_owned(),
             },
         )
         .await?;
@@ -318,7 +324,7 @@ impl EventCodec {
         self.with_references
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, schema.clone());
+            .insert(id, Some(schema.clone()));
         Ok(Some(schema))
     }
 }

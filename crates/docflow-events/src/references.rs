@@ -13,17 +13,23 @@ use serde_json::Value;
 
 /// How deep references may nest (a reference of a reference of ...).
 pub const MAX_DEPTH: usize = 32;
+/// Most schemas the references of one schema may bring in, all levels together.
+pub const MAX_SCHEMAS: usize = 1000;
+/// What [`dependencies`]' callers say when either bound is passed.
+pub const TOO_MANY: &str =
+    "references nest deeper than 32 levels or bring in more than 1000 schemas";
 
 /// The texts of the schemas `roots` refer to, and of the ones those refer to, each once,
 /// dependencies before the schemas that use them: what [`parse_with`] takes. `key` names
 /// the schema a reference points at (subject and version: two references to it are one);
 /// `fetch` looks one reference up and returns its schema text and its own references;
-/// `too_deep` is the error for references nested deeper than [`MAX_DEPTH`].
+/// `too_many` is the error for references nested deeper than [`MAX_DEPTH`] or bringing in
+/// more than [`MAX_SCHEMAS`] schemas (each is a look-up).
 pub async fn dependencies<R, K, F, Fut, E>(
     roots: &[R],
     key: impl Fn(&R) -> K,
     fetch: F,
-    too_deep: impl Fn() -> E,
+    too_many: impl Fn() -> E,
 ) -> Result<Vec<String>, E>
 where
     R: Clone,
@@ -39,6 +45,7 @@ where
     }
     let mut out = Vec::new();
     let mut seen = HashSet::new();
+    let mut fetched = 0usize;
     let mut stack: Vec<Step<R>> = roots
         .iter()
         .rev()
@@ -47,12 +54,13 @@ where
     while let Some(step) = stack.pop() {
         match step {
             Step::Visit(r, depth) => {
-                if depth > MAX_DEPTH {
-                    return Err(too_deep());
+                if depth > MAX_DEPTH || fetched >= MAX_SCHEMAS {
+                    return Err(too_many());
                 }
                 if seen.contains(&key(&r)) {
                     continue;
                 }
+                fetched += 1;
                 let (text, children) = fetch(r.clone()).await?;
                 stack.push(Step::Emit(r, text));
                 for child in children.into_iter().rev() {
@@ -77,12 +85,12 @@ pub fn parse_with(text: &str, dependencies: &[String]) -> Result<Schema, String>
     }
     let (schema, defs) =
         Schema::parse_str_with_list(text, dependencies).map_err(|e| e.to_string())?;
+    // Every named type the referenced schemas define, nested ones too (an enum inside a
+    // referenced record may be used by name on its own).
     let mut by_name = HashMap::new();
     for def in &defs {
-        if let Some(name) = def.name() {
-            let json = serde_json::to_value(def).map_err(|e| e.to_string())?;
-            by_name.insert(name.fullname(None), json);
-        }
+        let json = serde_json::to_value(def).map_err(|e| e.to_string())?;
+        collect_definitions(&json, &mut by_name);
     }
     let mut json = serde_json::to_value(&schema).map_err(|e| e.to_string())?;
     let mut written = HashSet::new();
@@ -90,15 +98,53 @@ pub fn parse_with(text: &str, dependencies: &[String]) -> Result<Schema, String>
     Schema::parse(&json).map_err(|e| format!("schema with its references inlined: {e}"))
 }
 
-/// Replaces the first use of each referenced name (a string in a type position) by the
-/// definition, walking `v` in document order; later uses stay names, as Avro requires.
+/// Whether `map` defines a named type (record, enum, fixed).
+fn is_definition(map: &serde_json::Map<String, Value>) -> bool {
+    map.contains_key("name")
+        && matches!(
+            map.get("type").and_then(Value::as_str),
+            Some("record" | "enum" | "fixed")
+        )
+}
+
+/// Adds every named type defined in `v` (at any depth) to `out`, by full name.
+fn collect_definitions(v: &Value, out: &mut HashMap<String, Value>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| collect_definitions(i, out)),
+        Value::Object(map) => {
+            if is_definition(map)
+                && let Some(name) = full_name(map)
+            {
+                out.entry(name).or_insert_with(|| v.clone());
+            }
+            for key in ["type", "items", "values"] {
+                if let Some(t) = map.get(key) {
+                    collect_definitions(t, out);
+                }
+            }
+            if let Some(Value::Array(fields)) = map.get("fields") {
+                for field in fields {
+                    if let Some(t) = field.get("type") {
+                        collect_definitions(t, out);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Writes each referenced type out in full at its first use (a name in a type position),
+/// walking `v` in document order; a type defined again later (inside another referenced
+/// type) becomes its name there, as Avro allows one definition per name.
 fn inline_type(v: &mut Value, defs: &HashMap<String, Value>, written: &mut HashSet<String>) {
     match v {
         Value::String(name) => {
-            if let Some(def) = defs.get(name.as_str())
-                && written.insert(name.clone())
+            if !written.contains(name.as_str())
+                && let Some(def) = defs.get(name.as_str())
             {
                 *v = def.clone();
+                // The definition's own walk records its name as written.
                 inline_type(v, defs, written);
             }
         }
@@ -108,8 +154,12 @@ fn inline_type(v: &mut Value, defs: &HashMap<String, Value>, written: &mut HashS
             }
         }
         Value::Object(map) => {
-            if let Some(name) = full_name(map) {
-                written.insert(name);
+            if is_definition(map)
+                && let Some(name) = full_name(map)
+                && !written.insert(name.clone())
+            {
+                *v = Value::String(name);
+                return;
             }
             // "record", "array"... are never names of referenced types.
             for key in ["type", "items", "values"] {
@@ -159,6 +209,22 @@ mod tests {
         // The second use stays a name.
         assert_eq!(json["fields"][1]["type"][1], "io.t.Address");
         // Self-contained: parses alone.
+        Schema::parse_str(&json.to_string()).unwrap();
+    }
+
+    /// A type defined inside a referenced record, used by name before the record: written
+    /// out at that first use, and a name where the record would define it again.
+    #[test]
+    fn nested_definitions_of_references_are_written_once() {
+        let address = r#"{"type":"record","name":"Address","namespace":"io.t","fields":[
+            {"name":"city","type":{"type":"enum","name":"City","symbols":["A","B"]}}]}"#;
+        let person = r#"{"type":"record","name":"Person","namespace":"io.t","fields":[
+            {"name":"born","type":"io.t.City"},
+            {"name":"home","type":"io.t.Address"}]}"#;
+        let schema = parse_with(person, &[address.to_owned()]).unwrap();
+        let json = serde_json::to_value(&schema).unwrap();
+        assert_eq!(json["fields"][0]["type"]["symbols"][1], "B");
+        assert_eq!(json["fields"][1]["type"]["fields"][0]["type"], "io.t.City");
         Schema::parse_str(&json.to_string()).unwrap();
     }
 

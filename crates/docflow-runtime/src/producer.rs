@@ -48,12 +48,15 @@ pub enum SendError {
     /// Encoding and the broker's ack together took longer than the caller's timeout. The
     /// record may still be delivered later (librdkafka keeps it until `message.timeout.ms`);
     /// a retry of the same event is what the idempotent effects downstream absorb.
-    #[error("producing to {topic}: no acknowledgement within {after:?}")]
+    #[error("producing to {topic}: waiting for the {waiting_for} past the {after:?} timeout")]
     Timeout {
         /// The topic.
         topic: String,
         /// The timeout that ran out.
         after: std::time::Duration,
+        /// What the call was waiting for when it ran out: [`WAITING_FOR_REGISTRY`] or
+        /// [`WAITING_FOR_BROKER`].
+        waiting_for: &'static str,
     },
 }
 
@@ -75,27 +78,36 @@ pub async fn send_event<E: docflow_events::Event>(
     trace: &crate::trace::TraceContext,
     timeout: std::time::Duration,
 ) -> Result<(), SendError> {
-    tokio::time::timeout(
-        timeout,
-        send_unbounded(producer, codec, topic, key, event, trace, timeout),
-    )
-    .await
-    .map_err(|_| SendError::Timeout {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = |waiting_for| SendError::Timeout {
         topic: topic.to_owned(),
         after: timeout,
-    })?
+        waiting_for,
+    };
+    let payload = tokio::time::timeout_at(deadline, codec.encode(event))
+        .await
+        .map_err(|_| timed_out(WAITING_FOR_REGISTRY))??;
+    tokio::time::timeout_at(
+        deadline,
+        send_encoded(producer, topic, key, &payload, trace, timeout),
+    )
+    .await
+    .map_err(|_| timed_out(WAITING_FOR_BROKER))?
 }
 
-async fn send_unbounded<E: docflow_events::Event>(
+/// [`SendError::Timeout`] while the schema registry had not answered.
+pub const WAITING_FOR_REGISTRY: &str = "schema registry";
+/// [`SendError::Timeout`] while the broker had not acknowledged.
+pub const WAITING_FOR_BROKER: &str = "broker";
+
+async fn send_encoded(
     producer: &FutureProducer,
-    codec: &docflow_events::EventCodec,
     topic: &str,
     key: &str,
-    event: &E,
+    payload: &[u8],
     trace: &crate::trace::TraceContext,
     timeout: std::time::Duration,
 ) -> Result<(), SendError> {
-    let payload = codec.encode(event).await?;
     let trace = trace.to_string();
     let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
         key: crate::trace::TRACEPARENT,
@@ -105,7 +117,7 @@ async fn send_unbounded<E: docflow_events::Event>(
         .send(
             rdkafka::producer::FutureRecord::to(topic)
                 .key(key)
-                .payload(&payload)
+                .payload(payload)
                 .headers(headers),
             timeout,
         )

@@ -109,7 +109,10 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| is_refusal_code(&c)),
+        // SQLSTATEs are five characters; SQLite's numeric codes (531, 5386) are not.
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.len() == 5 && is_refusal_code(&c)),
         _ => false,
     }
 }

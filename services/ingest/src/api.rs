@@ -473,9 +473,8 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
     sent.map_err(|e| match e {
         SendError::Encode(e) if e.is_permanent() => ApiError::failed("encoding doc.uploaded", e),
         SendError::Encode(e) => ApiError::unavailable("schema registry", e),
-        e @ (SendError::Produce { .. } | SendError::Timeout { .. }) => {
-            ApiError::unavailable("broker", e)
-        }
+        e @ SendError::Timeout { waiting_for, .. } => ApiError::unavailable(waiting_for, e),
+        e @ SendError::Produce { .. } => ApiError::unavailable("broker", e),
     })
 }
 

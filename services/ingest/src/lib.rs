@@ -408,7 +408,16 @@ pub async fn serve(
     }
     drop(listener);
     state.stopping.cancel();
-    let _ = listener_task.await;
+    // It stops at once on cancellation; a blocking look-up in flight is left to finish
+    // on its own thread.
+    let listener_abort = listener_task.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(2), listener_task)
+        .await
+        .is_err()
+    {
+        tracing::debug!("doc.processed listener still busy at shutdown; aborted");
+        listener_abort.abort();
+    }
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
         .await
         .is_err()

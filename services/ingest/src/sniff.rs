@@ -229,6 +229,22 @@ fn page_positions(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// Whether the trailer names an `/Encrypt` dictionary: a classic trailer sits in the
+/// file's tail; a cross-reference stream (PDF 1.5+, what files with object streams use)
+/// carries the trailer keys in its own dictionary at the `startxref` offset, before its
+/// data, so that dictionary is read too.
+fn is_encrypted(bytes: &[u8], tail: &[u8], startxref: u64) -> bool {
+    if find(tail, b"/Encrypt").is_some() {
+        return true;
+    }
+    let Ok(at) = usize::try_from(startxref) else {
+        return false;
+    };
+    let window = &bytes[at.min(bytes.len())..bytes.len().min(at.saturating_add(8192))];
+    let dict = find_from(window, b"stream", 0).map_or(window, |end| &window[..end]);
+    find_from(dict, b"/Encrypt", 0).is_some()
+}
+
 /// Header, trailer and page-count sanity of a PDF; returns the page count.
 pub fn check_pdf(bytes: &[u8], max_pages: usize) -> Result<usize, PdfError> {
     let tail_start = bytes.len().saturating_sub(TRAILER_WINDOW);
@@ -254,7 +270,7 @@ pub fn check_pdf(bytes: &[u8], max_pages: usize) -> Result<usize, PdfError> {
     // counted here, so it is not refused for having none. The count that is returned is
     // then a lower bound, and the page limits that matter are the stages' own, checked in
     // their isolated workers before any page is rendered (`--max-pages`).
-    if pages == 0 && !(unreadable > 0 && find(tail, b"/Encrypt").is_some()) {
+    if pages == 0 && !(unreadable > 0 && is_encrypted(bytes, tail, offset)) {
         return Err(PdfError::NoPages);
     }
     if pages > max_pages {
@@ -396,6 +412,19 @@ mod tests {
         assert_eq!(check_pdf(&plain, 10), Ok(2));
         assert_eq!(check_pdf(&encrypted, 10), Ok(0));
         assert_eq!(check_pdf(&scrambled, 10), Err(PdfError::NoPages));
+
+        // The usual shape: a cross-reference stream whose dictionary (with /Encrypt) comes
+        // before 2 KiB of stream data, so it is not in the file's last KiB.
+        let body_end = find_from(&scrambled, b"xref\n", end).unwrap();
+        let mut xref_stream = scrambled[..body_end].to_vec();
+        let at = xref_stream.len();
+        xref_stream.extend_from_slice(
+            b"9 0 obj\n<< /Type /XRef /Size 10 /Root 1 0 R /Encrypt 99 0 R /W [1 2 1] /Length 2048 >>\nstream\n",
+        );
+        xref_stream.extend_from_slice(&[0u8; 2048]);
+        xref_stream
+            .extend_from_slice(format!("\nendstream\nendobj\nstartxref\n{at}\n%%EOF\n").as_bytes());
+        assert_eq!(check_pdf(&xref_stream, 10), Ok(0));
     }
 
     #[test]

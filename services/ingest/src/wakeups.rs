@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Default)]
 pub struct Wakeups {
     waiting: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Never notified: what [`Watch::notify`] would lend if asked during its own drop.
+    idle: Notify,
     /// The listener reads every partition from a known offset: no announcement made from
     /// now on is missed.
     armed: AtomicBool,
@@ -33,14 +35,16 @@ pub struct Wakeups {
 pub struct Watch<'a> {
     wakeups: &'a Wakeups,
     document_id: String,
-    notify: Arc<Notify>,
+    /// `Some` until dropped (taken under the map's lock, see `Drop`).
+    notify: Option<Arc<Notify>>,
 }
 
 impl Watch<'_> {
     /// What to wait on. Create the `notified()` future and `enable()` it before reading the
     /// store, so that an event arriving in between is not missed.
     pub fn notify(&self) -> &Notify {
-        &self.notify
+        // Always `Some` outside `drop`.
+        self.notify.as_deref().unwrap_or(&self.wakeups.idle)
     }
 }
 
@@ -51,8 +55,13 @@ impl Drop for Watch<'_> {
             .waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // The map's reference and ours: no other waiter is left.
-        if Arc::strong_count(&self.notify) <= 2 {
+        // Our reference goes while the lock is held, so two waiters dropping at once cannot
+        // both see the other's reference and leave the entry behind.
+        drop(self.notify.take());
+        if waiting
+            .get(&self.document_id)
+            .is_some_and(|n| Arc::strong_count(n) == 1)
+        {
             waiting.remove(&self.document_id);
         }
     }
@@ -69,7 +78,7 @@ impl Wakeups {
         Watch {
             wakeups: self,
             document_id: document_id.to_owned(),
-            notify,
+            notify: Some(notify),
         }
     }
 
@@ -145,7 +154,12 @@ pub async fn listen(
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep_until(refresh) => {
-                assigned = assign_new_partitions(&consumer, &topic, assigned).await;
+                // Metadata and watermark look-ups can take seconds with a sick broker: never
+                // hold up shutdown for them.
+                assigned = tokio::select! {
+                    () = stop.cancelled() => return,
+                    n = assign_new_partitions(&consumer, &topic, assigned) => n,
+                };
                 if assigned > 0 {
                     wakeups.armed.store(true, Ordering::Release);
                 }

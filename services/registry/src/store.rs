@@ -10,6 +10,9 @@
 //! are also guarded by primary keys, and a write that loses a race with another replica is
 //! retried.
 
+use std::collections::HashMap;
+use std::sync::PoisonError;
+
 use apache_avro::Schema;
 use docflow_events::{CompatibilityLevel, check_versions};
 use sha2::{Digest, Sha256};
@@ -141,9 +144,15 @@ pub struct Store {
     pool: AnyPool,
     write: Mutex<()>,
     default_level: CompatibilityLevel,
+    /// Stored schemas parsed with their references resolved, by id.
+    parsed: std::sync::Mutex<HashMap<i64, Schema>>,
 }
 
 const GLOBAL: &str = "";
+/// Most references one schema may have.
+const MAX_REFERENCES: usize = 100;
+/// `deleted` for [`Store::referenced`]: only live versions.
+const LIVE: bool = false;
 const WRITE_ATTEMPTS: usize = 5;
 
 impl Store {
@@ -160,6 +169,7 @@ impl Store {
             pool,
             write: Mutex::new(()),
             default_level,
+            parsed: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -176,47 +186,57 @@ impl Store {
         schema_type: Option<&str>,
         references: Vec<SchemaReference>,
     ) -> Result<CandidateSchema, RegistryError> {
+        if references.len() > MAX_REFERENCES {
+            return Err(RegistryError::InvalidSchema(format!(
+                "{} references; a schema may have at most {MAX_REFERENCES}",
+                references.len()
+            )));
+        }
         let mut references = references;
         for r in &mut references {
             // Stored as the version it meant when the schema was registered.
             if r.version == -1 {
-                r.version = self.referenced(r).await?.version;
+                r.version = self.referenced(r, LIVE).await?.version;
             }
         }
-        let dependencies = self.dependencies(&references).await?;
+        let dependencies = self.dependencies(&references, LIVE).await?;
         CandidateSchema::parse_with(text, schema_type, references, &dependencies)
     }
 
-    /// The texts of the schemas `references` name, and of theirs, dependencies first.
+    /// The texts of the schemas `references` name, and of theirs, dependencies first;
+    /// `deleted`: soft-deleted versions count (stored schemas), or not (new ones).
     async fn dependencies(
         &self,
         references: &[SchemaReference],
+        deleted: bool,
     ) -> Result<Vec<String>, RegistryError> {
         docflow_events::references::dependencies(
             references,
             |r| (r.subject.clone(), r.version),
             |r: SchemaReference| async move {
-                let target = self.referenced(&r).await?;
+                let target = self.referenced(&r, deleted).await?;
                 Ok((target.schema, target.references))
             },
-            || {
-                RegistryError::InvalidSchema(format!(
-                    "references nest deeper than {} levels",
-                    docflow_events::references::MAX_DEPTH
-                ))
-            },
+            || RegistryError::InvalidSchema(docflow_events::references::TOO_MANY.to_owned()),
         )
         .await
     }
 
     /// The version a reference names; a missing one makes the referring schema invalid.
-    async fn referenced(&self, r: &SchemaReference) -> Result<SubjectVersion, RegistryError> {
+    /// A new schema may only refer to live versions (`deleted` false; `-1` is then the
+    /// newest live one, as Confluent's `latest`); a stored one keeps resolving after its
+    /// references were soft-deleted.
+    async fn referenced(
+        &self,
+        r: &SchemaReference,
+        deleted: bool,
+    ) -> Result<SubjectVersion, RegistryError> {
         let version = if r.version == -1 {
             VersionRef::Latest
         } else {
             VersionRef::parse(&r.version.to_string())?
         };
-        self.version(&r.subject, version, true)
+        self.version(&r.subject, version, deleted)
             .await
             .map_err(|e| match e {
                 RegistryError::SubjectNotFound(_) | RegistryError::VersionNotFound { .. } => {
@@ -236,13 +256,31 @@ impl Store {
     ) -> Result<Vec<(i64, Schema)>, RegistryError> {
         let mut out = Vec::with_capacity(versions.len());
         for v in versions {
-            let dependencies = self.dependencies(&v.references).await?;
-            let parsed = references::parse_with(&v.schema, &dependencies).map_err(|e| {
-                RegistryError::InvalidSchema(format!(
-                    "stored version {} no longer parses: {e}",
-                    v.version
-                ))
-            })?;
+            // A schema id's text and references never change, and what they refer to
+            // cannot be deleted while they exist: parsed once per id.
+            let cached = self
+                .parsed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&v.id)
+                .cloned();
+            let parsed = match cached {
+                Some(p) => p,
+                None => {
+                    let dependencies = self.dependencies(&v.references, true).await?;
+                    let parsed = references::parse_with(&v.schema, &dependencies).map_err(|e| {
+                        RegistryError::InvalidSchema(format!(
+                            "stored version {} no longer parses: {e}",
+                            v.version
+                        ))
+                    })?;
+                    self.parsed
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(v.id, parsed.clone());
+                    parsed
+                }
+            };
             out.push((v.version, parsed));
         }
         Ok(out)
@@ -265,6 +303,11 @@ impl Store {
         schema: &CandidateSchema,
     ) -> Result<i64, RegistryError> {
         let _guard = self.write.lock().await;
+        // The references were checked before the lock; a delete may have come between.
+        // Deletes take the lock too, so checked again here they hold until the commit.
+        for r in &schema.references {
+            self.referenced(r, LIVE).await?;
+        }
         let level = self.level_in(&self.pool, subject).await?;
         let mut attempt = 0;
         loop {

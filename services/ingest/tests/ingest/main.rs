@@ -549,9 +549,10 @@ async fn broker_outage_is_503_then_recovers() {
     );
     assert!(h.get("retry-after").is_some());
     // The promise is --produce-timeout (3 s here) for the whole wait, not per retry inside
-    // librdkafka; a second of slack covers receiving, hashing and the job record.
+    // librdkafka; 1.5 s of slack covers receiving, hashing and the job record on a busy
+    // machine (before the fix: up to twice the timeout).
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_millis(4500),
         "503 after {took:?} with a 3 s produce timeout"
     );
     // And again for uploads that arrive while the producer already holds timed-out records.
@@ -562,7 +563,7 @@ async fn broker_outage_is_503_then_recovers() {
         let (st, _, _) = s.post(Some(ALICE), "", other).await;
         let took = started.elapsed();
         assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(took < Duration::from_secs(4), "503 after {took:?}");
+        assert!(took < Duration::from_millis(4500), "503 after {took:?}");
     }
     let (st, job) = s.get_job(ALICE, &id).await;
     assert_eq!(st, StatusCode::OK, "the stored blob has a record");
