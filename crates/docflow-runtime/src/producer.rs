@@ -18,7 +18,11 @@ pub fn idempotent_producer(
     for (k, v) in [
         ("enable.idempotence", "true"),
         ("acks", "all"),
-        ("linger.ms", "5"),
+        // A request waits for its event's ack, and a ?wait= request for two events in
+        // series: librdkafka's 5 ms default was 10 ms of a 25 ms upload-to-thumbnail answer
+        // (bench/results/thumbnails.md). Under load records still batch behind the requests
+        // in flight.
+        ("linger.ms", "1"),
         ("compression.type", "lz4"),
         ("message.timeout.ms", "30000"),
     ] {
