@@ -3,10 +3,9 @@
 //! references, and a database that refuses connections.
 
 use docflow_store::scratch::ScratchDb;
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Harness, assert_error, record};
+use crate::support::{Harness, assert_error, raw, record};
 
 fn doc(fields: Value) -> Value {
     record("Doc", fields)
@@ -19,22 +18,6 @@ fn v1() -> Value {
 fn v2() -> Value {
     doc(
         json!([{"name": "id", "type": "string"}, {"name": "n", "type": ["null", "int"], "default": null}]),
-    )
-}
-
-/// A response's status, content type and body (JSON when it parses, else the text).
-async fn raw(r: reqwest::Response) -> (StatusCode, String, Value) {
-    let status = r.status();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        ct,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
 

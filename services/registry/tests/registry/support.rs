@@ -76,16 +76,25 @@ impl Harness {
 }
 
 async fn split(r: reqwest::Response) -> (StatusCode, Value) {
+    let (status, ct, v) = raw(r).await;
+    assert_eq!(ct, "application/vnd.schemaregistry.v1+json", "content type");
+    (status, v)
+}
+
+/// A response's status, content type and body (JSON when it parses, else the text).
+pub async fn raw(r: reqwest::Response) -> (StatusCode, String, Value) {
     let status = r.status();
     let ct = r
         .headers()
         .get("content-type")
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_default();
-    assert_eq!(ct, "application/vnd.schemaregistry.v1+json", "content type");
     let text = r.text().await.unwrap();
-    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, v)
+    (
+        status,
+        ct,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 pub fn record(name: &str, fields: Value) -> Value {
