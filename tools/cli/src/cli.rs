@@ -33,6 +33,9 @@ enum Command {
     /// API tokens kept in the database (accepted by the ingest API).
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
+    #[command(subcommand)]
+    Replay(Box<docflow_replay::Command>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +127,7 @@ impl Cli {
                 uploaded_partitions,
                 replication,
             }) => topics::create(&kafka, uploaded_partitions, replication).await,
+            Command::Replay(command) => docflow_replay::run(*command).await,
         }
     }
 }

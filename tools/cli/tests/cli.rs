@@ -228,3 +228,77 @@ async fn upload_sends_files_through_the_api() {
     assert!(!ok, "revoking twice fails");
     stack.stop().await.unwrap();
 }
+
+/// `docflow replay` as a user runs it: a plan as a table and as CSV, a dry run that changes
+/// nothing, and `--execute` that moves the group (the library is tested in `replay/tests`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_plans_and_resets_a_group() {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+    let stack = docflow_embedded::Stack::builder().start().await.unwrap();
+    let topic = stack.topic("cli-replay", 1).await.unwrap();
+    let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
+    for _ in 0..10 {
+        producer
+            .send(
+                FutureRecord::to(&topic).key("k").payload("v"),
+                std::time::Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+    let group = docflow_embedded::unique_name("cli-group");
+    let c: BaseConsumer = stack
+        .kafka()
+        .client_config("setup")
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(10))
+        .unwrap();
+    c.commit(&tpl, CommitMode::Sync).unwrap();
+    let committed = || {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&topic, 0);
+        let got = c
+            .committed_offsets(tpl, std::time::Duration::from_secs(10))
+            .unwrap();
+        got.find_partition(&topic, 0).unwrap().offset()
+    };
+
+    let bootstrap = stack.broker.bootstrap_servers();
+    let replay = |extra: &[&str]| {
+        let out = docflow()
+            .args(["replay"])
+            .args(extra)
+            .args(["--group", &group, "--topic", &topic, "--shift-by", "-4"])
+            .args(["--kafka-bootstrap-servers", &bootstrap])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = replay(&["plan", "--rate", "2"]);
+    assert!(
+        table.contains("total to process: 4 records; at 2 records/s: about 2s"),
+        "{table}"
+    );
+    assert_eq!(
+        replay(&["plan", "--output", "csv"]),
+        format!("{topic},0,6\n")
+    );
+    let dry = replay(&["run", "--mode", "reset"]);
+    assert!(dry.contains("dry run: nothing changed"), "{dry}");
+    assert_eq!(committed(), Offset::Offset(10));
+    let done = replay(&["run", "--mode", "reset", "--execute"]);
+    assert!(done.contains("reset applied"), "{done}");
+    assert_eq!(committed(), Offset::Offset(6));
+    stack.stop().await.unwrap();
+}

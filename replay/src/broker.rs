@@ -1,0 +1,157 @@
+//! What a plan reads from the broker, and the one write a reset makes: partitions, log
+//! start and end, a group's committed offsets and members, offsets by time (verified), and
+//! a commit of new offsets for the group. Blocking librdkafka calls; the async API runs
+//! them on blocking threads.
+
+use std::time::Duration;
+
+use docflow_config::KafkaArgs;
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use crate::ReplayError;
+
+/// How long one broker request may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client acting for `group` (never joining it: partitions are assigned, not subscribed).
+pub(crate) fn client(kafka: &KafkaArgs, group: &str) -> Result<BaseConsumer, ReplayError> {
+    kafka
+        .client_config("docflow-replay")
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .create()
+        .map_err(ReplayError::kafka("creating a client"))
+}
+
+/// Partition numbers of `topic`.
+pub(crate) fn partitions(c: &BaseConsumer, topic: &str) -> Result<Vec<i32>, ReplayError> {
+    let md = c
+        .fetch_metadata(Some(topic), TIMEOUT)
+        .map_err(ReplayError::kafka("metadata"))?;
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+        .ok_or_else(|| ReplayError::NoSuchTopic(topic.to_owned()))?;
+    let mut ids: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Log start and end of one partition.
+pub(crate) fn watermarks(
+    c: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+) -> Result<(i64, i64), ReplayError> {
+    c.fetch_watermarks(topic, partition, TIMEOUT)
+        .map_err(ReplayError::kafka("watermarks"))
+}
+
+/// The group's committed offset per partition (`None`: nothing committed).
+pub(crate) fn committed(
+    c: &BaseConsumer,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<Option<i64>>, ReplayError> {
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = c
+        .committed_offsets(tpl, TIMEOUT)
+        .map_err(ReplayError::kafka("committed offsets"))?;
+    Ok(partitions
+        .iter()
+        .map(
+            |&p| match got.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o),
+                _ => None,
+            },
+        )
+        .collect())
+}
+
+/// Members of `group` (empty when nobody consumes).
+pub(crate) fn members(c: &BaseConsumer, group: &str) -> Result<Vec<String>, ReplayError> {
+    let list = c
+        .fetch_group_list(Some(group), TIMEOUT)
+        .map_err(ReplayError::kafka("describing the group"))?;
+    Ok(list
+        .groups()
+        .iter()
+        .filter(|g| g.name() == group)
+        .flat_map(|g| {
+            g.members()
+                .iter()
+                .map(|m| format!("{} ({})", m.client_id(), m.client_host()))
+        })
+        .collect())
+}
+
+/// Commits `offsets` (partition, offset) of `topic` for the client's group.
+pub(crate) fn commit(
+    c: &BaseConsumer,
+    topic: &str,
+    offsets: &[(i32, i64)],
+) -> Result<(), ReplayError> {
+    let mut tpl = TopicPartitionList::new();
+    for &(p, o) in offsets {
+        tpl.add_partition_offset(topic, p, Offset::Offset(o))
+            .map_err(ReplayError::kafka("building the commit"))?;
+    }
+    c.commit(&tpl, CommitMode::Sync)
+        .map_err(ReplayError::kafka("committing the new offsets"))
+}
+
+/// The broker's answer to "first offset with a timestamp at or after `ts_ms`" (ListOffsets
+/// by time); `None` when it has none (every record is earlier).
+pub(crate) fn offset_for_time(
+    c: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    ts_ms: i64,
+) -> Result<Option<i64>, ReplayError> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(ts_ms))
+        .map_err(ReplayError::kafka("building ListOffsets"))?;
+    let got = c
+        .offsets_for_times(tpl, TIMEOUT)
+        .map_err(ReplayError::kafka("ListOffsets by time"))?;
+    Ok(
+        match got.find_partition(topic, partition).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) if o >= 0 => Some(o),
+            _ => None,
+        },
+    )
+}
+
+/// The first record at or after `offset` in the partition: its offset and timestamp (ms).
+pub(crate) fn record_at(
+    c: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<(i64, i64)>, ReplayError> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .map_err(ReplayError::kafka("building the assignment"))?;
+    c.assign(&tpl)
+        .map_err(ReplayError::kafka("assigning for a read"))?;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) if m.partition() == partition && m.offset() >= offset => {
+                let ts = m.timestamp().to_millis().unwrap_or(i64::MIN);
+                return Ok(Some((m.offset(), ts)));
+            }
+            Some(Err(e)) => return Err(ReplayError::kafka("reading a record")(e)),
+            _ => {}
+        }
+    }
+    Ok(None)
+}
