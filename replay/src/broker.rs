@@ -8,6 +8,7 @@ use std::time::Duration;
 use docflow_config::KafkaArgs;
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use crate::ReplayError;
@@ -22,7 +23,10 @@ pub(crate) fn client(kafka: &KafkaArgs, group: &str) -> Result<BaseConsumer, Rep
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false")
+        // The end of a partition is an answer ("nothing at or after here"), not a wait.
+        .set("enable.partition.eof", "true")
+        // An offset the log no longer has is an error, never a silent jump to an end.
+        .set("auto.offset.reset", "error")
         .create()
         .map_err(ReplayError::kafka("creating a client"))
 }
@@ -130,7 +134,9 @@ pub(crate) fn offset_for_time(
     )
 }
 
-/// The first record at or after `offset` in the partition: its offset and timestamp (ms).
+/// The first record at or after `offset` in the partition: its offset and timestamp (ms);
+/// `None` when the partition has none there (its end). No answer in time is an error, not
+/// "none": the time search must not take a slow fetch for the end of the log.
 pub(crate) fn record_at(
     c: &BaseConsumer,
     topic: &str,
@@ -149,9 +155,13 @@ pub(crate) fn record_at(
                 let ts = m.timestamp().to_millis().unwrap_or(i64::MIN);
                 return Ok(Some((m.offset(), ts)));
             }
+            Some(Err(KafkaError::PartitionEOF(p))) if p == partition => return Ok(None),
+            Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => return Err(ReplayError::kafka("reading a record")(e)),
             _ => {}
         }
     }
-    Ok(None)
+    Err(ReplayError::Task(format!(
+        "no answer reading {topic} [{partition}] at {offset} within {TIMEOUT:?}"
+    )))
 }

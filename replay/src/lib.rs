@@ -2,20 +2,22 @@
 //! the other groups (each has its own offsets).
 //!
 //! * `plan` reads, per partition, the group's committed offset, the log start and end, and
-//!   the target a reset would move to; it says how many records would be processed again
-//!   (or skipped, for a reset forward), clamps targets to the log and reports each clamp, and
+//!   the target a reset would move to; it says how many records the group will process from
+//!   there (and how many a reset forward skips), clamps targets to the log and reports each clamp, and
 //!   estimates the drain time from `--rate`. It changes nothing. `--output csv` writes the
 //!   targets as `topic,partition,offset` (the shape `kafka-consumer-groups --reset-offsets
 //!   --from-file` reads, and `--from-file` here).
 //! * `run --mode reset` does what `kafka-consumer-groups --reset-offsets` does: a dry run
 //!   unless `--execute`, and a refusal while the group has members (stop them first).
+//! * `dlq` sends the group's dead letters back to their topic for that group only (see the
+//!   `dlq` module).
 //!
 //! Targets by time use ListOffsets by time, whose answer is verified (the record there is
 //! at or after the time and the one before it is earlier); when the broker's answer fails
-//! that check — the embedded broker's compatibility notes report wrong answers in some
-//! cases — the first such record is found by a binary search over the partition, assuming
-//! timestamps that do not decrease within a partition (CreateTime from one producer, or
-//! LogAppendTime).
+//! that check — Kafka-API brokers other than Apache Kafka have been reported to answer it
+//! wrongly in some cases — the first such record is found by a binary search over the
+//! partition, assuming timestamps that do not decrease within a partition (CreateTime from
+//! one producer, or LogAppendTime).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,6 +26,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use docflow_config::{KafkaArgs, TelemetryArgs};
 
 mod broker;
+mod dlq;
+
+pub use dlq::{DlqArgs, DlqReport, redrive};
 
 /// Why a replay could not be planned or applied.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +72,9 @@ pub enum ReplayError {
     /// A blocking broker task failed to run.
     #[error("broker task: {0}")]
     Task(String),
+    /// The result store (where redrives are recorded) failed.
+    #[error("result store: {0}")]
+    Store(String),
 }
 
 impl ReplayError {
@@ -98,6 +106,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Apply a plan.
     Run(RunArgs),
+    /// Send a group's dead letters back to their source topic, for that group only.
+    Dlq(DlqArgs),
 }
 
 /// Where each partition should start again.
@@ -210,7 +220,8 @@ pub struct PartitionPlan {
     pub target: i64,
     /// The target asked for, when it lay outside [start, end] and was clamped.
     pub clamped_from: Option<i64>,
-    /// Records from the target to the range end (`--to-offset` or the log end).
+    /// Records from the target to the range end (`--to-offset` or the log end): the
+    /// group's lag right after a reset, what it will process (again or for the first time).
     pub to_process: i64,
 }
 
@@ -226,7 +237,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Records processed again in all (a reset forward skips instead: counted 0).
+    /// Records the group will process after the reset, all partitions together.
     pub fn total(&self) -> i64 {
         self.partitions.iter().map(|p| p.to_process).sum()
     }
@@ -339,12 +350,15 @@ fn read_plan_file(path: &PathBuf, topic: &str) -> Result<Vec<(i32, i64)>, Replay
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         match fields.as_slice() {
             [t, p, o] if *t == topic => {
-                let p = p
+                let p: i32 = p
                     .parse()
                     .map_err(|_| bad(format!("line {}: partition", n + 1)))?;
                 let o = o
                     .parse()
                     .map_err(|_| bad(format!("line {}: offset", n + 1)))?;
+                if out.iter().any(|(q, _)| *q == p) {
+                    return Err(bad(format!("line {}: partition {p} twice", n + 1)));
+                }
                 out.push((p, o));
             }
             [_, _, _] => {}
@@ -373,11 +387,28 @@ fn plan_blocking(args: &PlanArgs) -> Result<Plan, ReplayError> {
     if !args.partition.is_empty() {
         partitions.retain(|p| args.partition.contains(p));
     }
-    let committed = broker::committed(&c, topic, &partitions)?;
     let from_file = match &args.target.from_file {
-        Some(path) => Some(read_plan_file(path, topic)?),
+        Some(path) => {
+            let rows = read_plan_file(path, topic)?;
+            if rows.is_empty() {
+                return Err(ReplayError::PlanFile {
+                    path: path.clone(),
+                    reason: format!("no line for topic {topic}"),
+                });
+            }
+            if let Some((p, _)) = rows.iter().find(|(p, _)| !partitions.contains(p)) {
+                return Err(ReplayError::PlanFile {
+                    path: path.clone(),
+                    reason: format!("partition {p} is not a partition of {topic}"),
+                });
+            }
+            // Like kafka-consumer-groups: only the partitions the file lists are reset.
+            partitions.retain(|p| rows.iter().any(|(q, _)| q == p));
+            Some(rows)
+        }
         None => None,
     };
+    let committed = broker::committed(&c, topic, &partitions)?;
     let since = match (args.target.from_timestamp, args.target.by_duration) {
         (Some(ts), _) => Some(ts),
         (None, Some(d)) => Some(now_ms() - i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
@@ -400,12 +431,11 @@ fn plan_blocking(args: &PlanArgs) -> Result<Plan, ReplayError> {
             start
         } else if t.to_latest {
             end
-        } else if let Some(file) = &from_file {
-            match file.iter().find(|(p, _)| *p == partition) {
-                Some((_, o)) => *o,
-                // Not in the file: left where it is.
-                None => committed.unwrap_or(end),
-            }
+        } else if let Some((_, o)) = from_file
+            .as_ref()
+            .and_then(|f| f.iter().find(|(p, _)| *p == partition))
+        {
+            *o
         } else {
             committed.unwrap_or(end)
         };
@@ -474,6 +504,13 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 );
             } else {
                 println!("dry run: nothing changed (add --execute to apply)");
+            }
+        }
+        Command::Dlq(args) => {
+            let report = redrive(&args).await?;
+            print!("{report}");
+            if !args.execute {
+                println!("dry run: nothing redriven (add --execute to redrive)");
             }
         }
     }

@@ -100,7 +100,7 @@ async fn plan_and_reset_one_group_without_touching_another() {
     commit(&stack, &group, &topic, &[20, 15, 20]);
     commit(&stack, &other, &topic, &[20, 20, 20]);
 
-    // Back by 5 on every partition: 15 records to process again.
+    // Back by 5 on every partition (partition 1 had 5 left to do): 20 records to process.
     let mut t = target();
     t.shift_by = Some(-5);
     let p = plan(args(&stack, &group, &topic, t)).await.unwrap();
@@ -119,6 +119,18 @@ async fn plan_and_reset_one_group_without_touching_another() {
     t.from_file = Some(file.clone());
     let again = plan(args(&stack, &group, &topic, t)).await.unwrap();
     assert_eq!(again.csv(), p.csv());
+    // Only the partitions a file lists are in the plan (and would be reset); a file with
+    // no line for the topic is refused.
+    std::fs::write(&file, format!("{topic},1,3\nother-topic,0,1\n")).unwrap();
+    let mut t = target();
+    t.from_file = Some(file.clone());
+    let one = plan(args(&stack, &group, &topic, t)).await.unwrap();
+    assert_eq!(one.csv(), format!("{topic},1,3\n"));
+    std::fs::write(&file, "other-topic,0,1\n").unwrap();
+    let mut t = target();
+    t.from_file = Some(file.clone());
+    let err = plan(args(&stack, &group, &topic, t)).await.unwrap_err();
+    assert!(matches!(err, ReplayError::PlanFile { .. }), "{err}");
     std::fs::remove_file(&file).unwrap();
 
     // A time: record 12 is the first at or after T0 + 11,500 on every partition.
@@ -183,5 +195,209 @@ async fn plan_and_reset_one_group_without_touching_another() {
     assert!(matches!(err, ReplayError::ActiveMembers { .. }), "{err}");
     assert!(err.to_string().contains("paused-replicas"), "{err}");
     drop(member);
+    stack.stop().await.unwrap();
+}
+
+/// Fails records whose value starts with `bad` until it is fixed; counts what it handled.
+#[derive(Default)]
+struct Flaky {
+    fixed: std::sync::atomic::AtomicBool,
+    handled: std::sync::Mutex<Vec<String>>,
+}
+
+impl docflow_runtime::Handler for Flaky {
+    type Input = String;
+
+    async fn decode(
+        &self,
+        record: &docflow_runtime::Record,
+    ) -> Result<String, docflow_runtime::HandlerError> {
+        Ok(String::from_utf8_lossy(record.payload.as_deref().unwrap_or_default()).into_owned())
+    }
+
+    async fn handle(
+        &self,
+        _record: &docflow_runtime::Record,
+        value: &String,
+    ) -> Result<(), docflow_runtime::HandlerError> {
+        if value.starts_with("bad") && !self.fixed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(docflow_runtime::HandlerError::permanent(
+                "bug",
+                "not fixed yet",
+            ));
+        }
+        self.handled.lock().unwrap().push(value.clone());
+        Ok(())
+    }
+}
+
+/// A consumer group running `handler` in this process until the returned sender fires.
+fn run_group(
+    stack: &Stack,
+    group: &str,
+    topic: &str,
+    handler: std::sync::Arc<Flaky>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let kafka = stack.kafka();
+    let spec = docflow_runtime::ConsumerSpec {
+        group_id: group.to_owned(),
+        topics: vec![topic.to_owned()],
+        client_id: group.to_owned(),
+        producer: None,
+        ledger: None,
+    };
+    let task = tokio::spawn(async move {
+        let metrics = docflow_runtime::ConsumerMetrics::new(&prometheus::Registry::new()).unwrap();
+        docflow_runtime::run(
+            &kafka,
+            &docflow_config::ConsumerArgs::default(),
+            spec,
+            handler,
+            metrics,
+            std::sync::Arc::new(docflow_runtime::Health::default()),
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .unwrap();
+    });
+    (stop, task)
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Dead letters go back to their topic for their group only, once each; one redriven as
+/// often as allowed and failing again stays in the DLQ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_redriven_for_their_group_once() {
+    use docflow_replay::{DlqArgs, redrive};
+    use std::sync::Arc;
+
+    let stack = Stack::builder().start().await.unwrap();
+    let topic = stack.topic("redrive", 2).await.unwrap();
+    let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
+    for (i, v) in ["ok-1", "bad-1", "ok-2", "bad-2", "ok-3"]
+        .iter()
+        .enumerate()
+    {
+        producer
+            .send(
+                FutureRecord::to(&topic).key(&format!("k{i}")).payload(*v),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+    let (a, b) = (unique_name("flaky"), unique_name("bystander"));
+    let (flaky, bystander) = (Arc::new(Flaky::default()), Arc::new(Flaky::default()));
+    // The bystander has no bug: it handles every original record once.
+    bystander
+        .fixed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (stop_a, task_a) = run_group(&stack, &a, &topic, flaky.clone());
+    let (stop_b, task_b) = run_group(&stack, &b, &topic, bystander.clone());
+    let dlq = docflow_events::topics::dead_letter(&topic, &a);
+    let dead = |n: usize| {
+        let (stack, dlq) = (&stack, dlq.clone());
+        async move {
+            stack
+                .wait_records(&dlq, n, Duration::from_secs(60))
+                .await
+                .unwrap()
+        }
+    };
+    dead(2).await;
+    eventually("the bystander handled all five", || {
+        bystander.handled.lock().unwrap().len() == 5
+    })
+    .await;
+
+    let args = |execute: bool, max_redrives: u32| DlqArgs {
+        group: a.clone(),
+        topic: topic.clone(),
+        error_class: None,
+        from: None,
+        to: None,
+        max_redrives,
+        execute,
+        kafka: stack.kafka(),
+        database: docflow_config::DatabaseArgs {
+            url: stack.database_url.clone(),
+            max_connections: 2,
+        },
+    };
+    // Dry run: says two, sends nothing.
+    let r = redrive(&args(false, 1)).await.unwrap();
+    assert_eq!((r.read, r.redriven), (2, 2));
+    assert_eq!(r.by_class.get("bug"), Some(&2));
+    assert_eq!(stack.records(&topic).await.unwrap().len(), 5);
+    // A filter that matches nothing.
+    let mut only_timeouts = args(false, 1);
+    only_timeouts.error_class = Some("timeout".into());
+    assert_eq!(redrive(&only_timeouts).await.unwrap().filtered, 2);
+
+    // Not fixed yet: redriven, fails again, dead-lettered again (with its redrive count).
+    let r = redrive(&args(true, 1)).await.unwrap();
+    assert_eq!(r.redriven, 2);
+    dead(4).await;
+    let counts: Vec<Option<String>> = stack
+        .records_with_header(&dlq, docflow_runtime::dlq::headers::REDRIVE_COUNT)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, count)| count)
+        .collect();
+    let mut counts = counts;
+    counts.sort();
+    assert_eq!(
+        counts,
+        vec![None, None, Some("1".to_owned()), Some("1".to_owned())],
+        "dead-lettered again with their redrive count"
+    );
+    // Out of redrives (1): the new dead letters stay; the first two were redriven already.
+    let r = redrive(&args(true, 1)).await.unwrap();
+    assert_eq!((r.redriven, r.already_redriven, r.exhausted), (0, 2, 2));
+
+    // Fixed, with redrives to spare: the two are handled by their group.
+    flaky.fixed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = redrive(&args(true, 3)).await.unwrap();
+    assert_eq!((r.redriven, r.already_redriven), (2, 2));
+    eventually("the fixed group handled the redriven records", || {
+        let handled = flaky.handled.lock().unwrap();
+        handled.iter().filter(|v| v.starts_with("bad")).count() == 2
+    })
+    .await;
+    // The other group saw four redriven records go by (it committed past all nine) and
+    // handled none of them.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&b, &topic).await.unwrap() < 9 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "bystander never passed them"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(bystander.handled.lock().unwrap().len(), 5);
+    assert_eq!(stack.records(&topic).await.unwrap().len(), 9);
+    assert_eq!(
+        stack.records(&dlq).await.unwrap().len(),
+        4,
+        "nothing new failed"
+    );
+
+    let _ = (stop_a.send(()), stop_b.send(()));
+    task_a.await.unwrap();
+    task_b.await.unwrap();
     stack.stop().await.unwrap();
 }

@@ -24,6 +24,22 @@ pub mod headers {
     pub const ERROR_MESSAGE: &str = "docflow.dlq.error.message";
     /// Attempts made.
     pub const ATTEMPTS: &str = "docflow.dlq.attempts";
+    /// On a record sent back to its source topic by `docflow replay dlq`: the one group it
+    /// is for. Every other group's runtime passes it by unhandled.
+    pub const REDRIVE_GROUP: &str = "docflow.redrive.group";
+    /// How many times the record was redriven (kept when it is dead-lettered again).
+    pub const REDRIVE_COUNT: &str = "docflow.redrive.count";
+    /// The dead letter it came from: `topic/partition/offset`.
+    pub const REDRIVE_SOURCE: &str = "docflow.redrive.source";
+}
+
+/// The group a redriven record is for (its [`headers::REDRIVE_GROUP`]), if it is one.
+pub fn redrive_group(record_headers: &[(String, Option<Vec<u8>>)]) -> Option<&str> {
+    record_headers
+        .iter()
+        .find(|(k, _)| k == headers::REDRIVE_GROUP)
+        .and_then(|(_, v)| v.as_deref())
+        .and_then(|v| std::str::from_utf8(v).ok())
 }
 
 /// Longest error message kept in a header.
@@ -97,6 +113,19 @@ pub(crate) fn dead_letter_headers(
 mod tests {
     use super::*;
     use rdkafka::message::Headers;
+
+    #[test]
+    fn a_redriven_record_names_its_group() {
+        let hs = vec![
+            ("x".to_owned(), Some(b"1".to_vec())),
+            (
+                headers::REDRIVE_GROUP.to_owned(),
+                Some(b"thumbnails".to_vec()),
+            ),
+        ];
+        assert_eq!(redrive_group(&hs), Some("thumbnails"));
+        assert_eq!(redrive_group(&hs[..1]), None);
+    }
 
     #[test]
     fn truncates_on_char_boundaries() {

@@ -30,6 +30,8 @@ pub mod outcome {
     pub const DEAD_LETTERED: &str = "dead_lettered";
     /// Given up on at revoke or shutdown; will be redelivered.
     pub const ABANDONED: &str = "abandoned";
+    /// A dead letter redriven for another group: passed by unhandled.
+    pub const OTHER_GROUP: &str = "other_group";
 }
 
 /// Every metric a consumer group exports.

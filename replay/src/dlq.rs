@@ -1,0 +1,314 @@
+//! `replay dlq`: send a group's dead letters back to their source topic after a fix.
+//!
+//! Each dead letter is copied to the topic it came from — same key, same value, its own
+//! headers (not the `docflow.dlq.*` provenance) — with `docflow.redrive.group` (only that
+//! group handles it: every other group's runtime passes it by), `docflow.redrive.count`
+//! (one more than the dead letter carried) and `docflow.redrive.source`
+//! (`dlq-topic/partition/offset`). Redriving goes back through the source topic rather than
+//! straight into the handler so the record gets everything a delivery gets: retries, crash
+//! counting, dead-lettering again with full provenance.
+//!
+//! A dead letter is redriven once per successful run: after its copy is acknowledged it is
+//! recorded in the result store (`dlq_redrives`), and later runs leave it, whatever their
+//! filters. That is at-least-once, like every delivery here: a run that dies between the
+//! ack and the record, or two runs at once, can send one twice — the stages' idempotent
+//! results absorb it (a second dead letter of a still-failing record would be redriven on
+//! its own count). One already redriven `--max-redrives` times that failed again stays.
+//!
+//! The runtime trusts `docflow.redrive.group`: whoever may write to the source topic can
+//! address a record to one group and so have the others pass it by. Ingest and the stages
+//! never copy client headers into events; keep write access to the topics to the pipeline
+//! (Kafka ACLs), as for every other header.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clap::Args;
+use docflow_config::{DatabaseArgs, KafkaArgs};
+use docflow_runtime::dlq::headers as h;
+use docflow_store::Redrives;
+use rdkafka::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use crate::{ReplayError, broker, parse_time};
+
+/// `replay dlq`'s arguments.
+#[derive(Debug, Clone, Args)]
+pub struct DlqArgs {
+    /// The group whose dead letters to redrive.
+    #[arg(long)]
+    pub group: String,
+    /// The topic the group consumes (its DLQ is `<topic>.dlq.<group>`).
+    #[arg(long)]
+    pub topic: String,
+    /// Only dead letters of this error class (e.g. `timeout`, `worker_crashed`).
+    #[arg(long)]
+    pub error_class: Option<String>,
+    /// Only dead letters written at or after this time (RFC 3339).
+    #[arg(long, value_parser = parse_time)]
+    pub from: Option<i64>,
+    /// Only dead letters written before this time (RFC 3339).
+    #[arg(long, value_parser = parse_time)]
+    pub to: Option<i64>,
+    /// A dead letter already redriven this many times stays in the DLQ.
+    #[arg(long, default_value_t = 3)]
+    pub max_redrives: u32,
+    /// Redrive (without: a dry run that says what would be redriven).
+    #[arg(long)]
+    pub execute: bool,
+    /// Kafka.
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// The result store, where redrives are recorded.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// Longest a DLQ read may go without a record before it gives up.
+const STALL: Duration = Duration::from_secs(30);
+
+/// One dead letter as read from the DLQ topic.
+#[derive(Debug, Clone)]
+struct DeadLetter {
+    partition: i32,
+    offset: i64,
+    timestamp_ms: Option<i64>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl DeadLetter {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_deref())
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    fn redrives(&self) -> u32 {
+        self.header(h::REDRIVE_COUNT)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// What a run did (or, dry, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqReport {
+    /// Dead letters read.
+    pub read: usize,
+    /// Redriven (dry run: would be).
+    pub redriven: usize,
+    /// Left by the filters (class, time, another source topic).
+    pub filtered: usize,
+    /// Redriven by an earlier run.
+    pub already_redriven: usize,
+    /// Redriven `--max-redrives` times already: they stay.
+    pub exhausted: usize,
+    /// Redriven (or would be) by error class.
+    pub by_class: BTreeMap<String, usize>,
+}
+
+impl std::fmt::Display for DlqReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "dead letters read: {}; redriven: {}; left by the filters: {}; redriven before: {}; \
+             out of redrives (they stay): {}",
+            self.read, self.redriven, self.filtered, self.already_redriven, self.exhausted
+        )?;
+        for (class, n) in &self.by_class {
+            writeln!(f, "  {class}: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every record of `topic` from the log start to the end it had when the read began.
+fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<DeadLetter>, ReplayError> {
+    let partitions = match broker::partitions(c, topic) {
+        Ok(p) => p,
+        // No dead letters yet: no topic yet.
+        Err(ReplayError::NoSuchTopic(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut ends = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in partitions {
+        let (start, end) = broker::watermarks(c, topic, p)?;
+        if end > start {
+            ends.insert(p, end);
+            tpl.add_partition_offset(topic, p, Offset::Offset(start))
+                .map_err(ReplayError::kafka("building the assignment"))?;
+        }
+    }
+    c.assign(&tpl)
+        .map_err(ReplayError::kafka("assigning the DLQ"))?;
+    let mut out = Vec::new();
+    let mut done: BTreeMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
+    // Reset on every record: a large DLQ is fine, a stalled read is not.
+    let mut deadline = std::time::Instant::now() + STALL;
+    while done.values().any(|d| !d) {
+        if std::time::Instant::now() > deadline {
+            return Err(ReplayError::Task(format!(
+                "reading {topic}: nothing for {STALL:?} before its end"
+            )));
+        }
+        let m = match c.poll(Duration::from_millis(200)) {
+            None => continue,
+            // The end (records at the tail can be missing: compaction, control records).
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                done.insert(p, true);
+                continue;
+            }
+            Some(m) => m.map_err(ReplayError::kafka("reading the DLQ"))?,
+        };
+        deadline = std::time::Instant::now() + STALL;
+        let end = ends.get(&m.partition()).copied().unwrap_or(0);
+        if m.offset() >= end {
+            continue;
+        }
+        if m.offset() + 1 >= end {
+            done.insert(m.partition(), true);
+        }
+        out.push(DeadLetter {
+            partition: m.partition(),
+            offset: m.offset(),
+            timestamp_ms: m.timestamp().to_millis(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers: m
+                .headers()
+                .map(|hs| {
+                    hs.iter()
+                        .map(|x| (x.key.to_owned(), x.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads the group's DLQ and redrives what the filters and the record of earlier runs let
+/// through (dry run unless `execute`).
+pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
+    let dlq_topic = docflow_events::topics::dead_letter(&args.topic, &args.group);
+    let (kafka, group, t) = (args.kafka.clone(), args.group.clone(), dlq_topic.clone());
+    let letters = tokio::task::spawn_blocking(move || {
+        let c = broker::client(&kafka, &format!("{group}.dlq-redrive"))?;
+        read_all(&c, &t)
+    })
+    .await
+    .map_err(|e| ReplayError::Task(e.to_string()))??;
+    let pool = docflow_store::open(&args.database.url, args.database.max_connections)
+        .await
+        .map_err(|e| ReplayError::Store(e.to_string()))?;
+    let redrives = Redrives::new(pool);
+    let producer: FutureProducer =
+        docflow_runtime::producer::idempotent_producer(&args.kafka, "docflow-replay-dlq")
+            .map_err(|e| ReplayError::Task(e.to_string()))?;
+    let mut report = DlqReport {
+        read: letters.len(),
+        ..DlqReport::default()
+    };
+    for d in letters {
+        let class = d.header(h::ERROR_CLASS).unwrap_or("unknown").to_owned();
+        let from_topic = d.header(h::TOPIC).unwrap_or(&args.topic);
+        let in_window = d.timestamp_ms.is_none_or(|t| {
+            args.from.is_none_or(|from| t >= from) && args.to.is_none_or(|to| t < to)
+        });
+        if from_topic != args.topic
+            || args.error_class.as_deref().is_some_and(|c| c != class)
+            || !in_window
+        {
+            report.filtered += 1;
+            continue;
+        }
+        if redrives
+            .was_redriven(&dlq_topic, d.partition, d.offset)
+            .await
+            .map_err(|e| ReplayError::Store(e.to_string()))?
+        {
+            report.already_redriven += 1;
+            continue;
+        }
+        let count = d.redrives();
+        if count >= args.max_redrives {
+            report.exhausted += 1;
+            continue;
+        }
+        if args.execute {
+            send_back(
+                &producer,
+                &args.topic,
+                &args.group,
+                &dlq_topic,
+                &d,
+                count + 1,
+            )
+            .await?;
+            redrives
+                .record(&dlq_topic, d.partition, d.offset, &args.group, now_ms())
+                .await
+                .map_err(|e| ReplayError::Store(e.to_string()))?;
+        }
+        report.redriven += 1;
+        *report.by_class.entry(class).or_default() += 1;
+    }
+    Ok(report)
+}
+
+/// Copies one dead letter to `topic` for `group`, and waits for the ack.
+async fn send_back(
+    producer: &FutureProducer,
+    topic: &str,
+    group: &str,
+    dlq_topic: &str,
+    d: &DeadLetter,
+    count: u32,
+) -> Result<(), ReplayError> {
+    let mut headers = OwnedHeaders::new();
+    for (k, v) in &d.headers {
+        if !k.starts_with("docflow.dlq.") && !k.starts_with("docflow.redrive.") {
+            headers = headers.insert(Header {
+                key: k,
+                value: v.as_deref(),
+            });
+        }
+    }
+    let source = format!("{dlq_topic}/{}/{}", d.partition, d.offset);
+    let count = count.to_string();
+    for (k, v) in [
+        (h::REDRIVE_GROUP, group),
+        (h::REDRIVE_COUNT, count.as_str()),
+        (h::REDRIVE_SOURCE, source.as_str()),
+    ] {
+        headers = headers.insert(Header {
+            key: k,
+            value: Some(v.as_bytes()),
+        });
+    }
+    let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers);
+    if let Some(k) = &d.key {
+        record = record.key(k.as_slice());
+    }
+    if let Some(v) = &d.value {
+        record = record.payload(v.as_slice());
+    }
+    producer
+        .send(record, Duration::from_secs(30))
+        .await
+        .map(|_| ())
+        .map_err(|(e, _)| ReplayError::kafka("producing a redriven record")(e))
+}
+
+fn now_ms() -> i64 {
+    crate::now_ms()
+}
