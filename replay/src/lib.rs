@@ -45,6 +45,16 @@ pub enum ReplayError {
     /// The topic is not there.
     #[error("topic {0} does not exist")]
     NoSuchTopic(String),
+    /// `--partition` names one the topic does not have.
+    #[error("topic {topic} has no partition {partition} (it has {count})")]
+    NoSuchPartition {
+        /// Topic.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+        /// How many it has.
+        count: usize,
+    },
     /// `--shift-by` needs a committed offset to shift.
     #[error(
         "partition {0} has no committed offset for this group: --shift-by cannot apply; use --from-offset, --to-earliest or --to-latest"
@@ -384,6 +394,13 @@ fn plan_blocking(args: &PlanArgs) -> Result<Plan, ReplayError> {
     let c = broker::client(&args.kafka, &args.group)?;
     let topic = args.topic.as_str();
     let mut partitions = broker::partitions(&c, topic)?;
+    if let Some(p) = args.partition.iter().find(|p| !partitions.contains(p)) {
+        return Err(ReplayError::NoSuchPartition {
+            topic: topic.to_owned(),
+            partition: *p,
+            count: partitions.len(),
+        });
+    }
     if !args.partition.is_empty() {
         partitions.retain(|p| args.partition.contains(p));
     }

@@ -161,6 +161,21 @@ async fn plan_and_reset_one_group_without_touching_another() {
     );
     assert!(p.table(Some(10.0)).contains("clamped"));
 
+    // A partition or topic that is not there: a clear error, not an empty plan.
+    let mut t = target();
+    t.to_earliest = true;
+    let mut a = args(&stack, &group, &topic, t.clone());
+    a.partition = vec![7];
+    let err = plan(a).await.unwrap_err();
+    assert!(
+        matches!(err, ReplayError::NoSuchPartition { partition: 7, .. }),
+        "{err}"
+    );
+    let err = plan(args(&stack, &group, "no-such-topic", t))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ReplayError::NoSuchTopic(_)), "{err}");
+
     // Nothing committed: --shift-by has nothing to shift.
     let mut t = target();
     t.shift_by = Some(-1);
