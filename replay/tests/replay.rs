@@ -416,3 +416,97 @@ async fn dead_letters_are_redriven_for_their_group_once() {
     task_b.await.unwrap();
     stack.stop().await.unwrap();
 }
+
+/// The real thumbnails stage: a reset of its idle group is refused while it runs, then
+/// reprocesses exactly the chosen range when it comes back; with the stage version
+/// unchanged that costs compute only — no result row rewritten, no second announcement,
+/// and the other work of the stage untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
+    use docflow_events::stages::THUMBNAILS;
+
+    let mut stack = Stack::builder()
+        .partitions(1)
+        .token("tok", "acme")
+        .ingest()
+        .thumbnails()
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
+    let mut ids = Vec::new();
+    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
+        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
+        let r = http
+            .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
+            .bearer_auth("tok")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{name}");
+        let job: serde_json::Value = r.json().await.unwrap();
+        ids.push(job["job_id"].as_str().unwrap().to_owned());
+    }
+    let (group, uploaded, processed) = (
+        stack.group(THUMBNAILS),
+        stack.topics.uploaded.clone(),
+        stack.topics.processed.clone(),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let store =
+        docflow_store::ResultStore::new(docflow_store::open(&stack.database_url, 2).await.unwrap());
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(store.latest_runs("acme", id).await.unwrap());
+    }
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+
+    // Back two records. Refused while the stage is a member of its group.
+    let mut t = target();
+    t.shift_by = Some(-2);
+    let p = plan(args(&stack, &group, &uploaded, t)).await.unwrap();
+    assert_eq!((p.partitions[0].target, p.total()), (1, 2));
+    let err = reset(stack.kafka(), &p).await.unwrap_err();
+    assert!(matches!(err, ReplayError::ActiveMembers { .. }), "{err}");
+
+    // Stopped (it leaves the group when it drains), the reset goes through.
+    assert!(stack.signal_shutdown(THUMBNAILS));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match reset(stack.kafka(), &p).await {
+            Ok(()) => break,
+            Err(ReplayError::ActiveMembers { .. }) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the stage never left"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(stack.committed(&group, &uploaded).await.unwrap(), 1);
+
+    // Back: it works through offsets 1 and 2 again and commits the end.
+    stack.start_thumbnails().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the range was not reprocessed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Same version: the same rows (not rewritten) and no second announcement.
+    for (id, runs) in ids.iter().zip(&before) {
+        assert_eq!(&store.latest_runs("acme", id).await.unwrap(), runs, "{id}");
+    }
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+    stack.stop().await.unwrap();
+}
