@@ -27,6 +27,7 @@ use docflow_config::{KafkaArgs, TelemetryArgs};
 
 mod broker;
 mod dlq;
+pub mod rate;
 
 pub use dlq::{DlqArgs, DlqReport, redrive};
 
@@ -85,6 +86,9 @@ pub enum ReplayError {
     /// The result store (where redrives are recorded) failed.
     #[error("result store: {0}")]
     Store(String),
+    /// A replica's `/metrics` could not be read.
+    #[error("reading the group's rate from /metrics: {0}")]
+    Metrics(String),
 }
 
 impl ReplayError {
@@ -165,9 +169,16 @@ pub struct PlanArgs {
     /// End of the range to reprocess (exclusive; default: the log end). Counts only.
     #[arg(long)]
     pub to_offset: Option<i64>,
-    /// The group's measured rate, records/s, for the drain estimate.
-    #[arg(long)]
+    /// The group's rate, records/s, for the drain estimate.
+    #[arg(long, conflicts_with = "metrics_url")]
     pub rate: Option<f64>,
+    /// Measure the rate instead: a replica's `/metrics` URL (repeatable, one per replica;
+    /// the rates add up), read twice `--sample` apart while the group is running.
+    #[arg(long)]
+    pub metrics_url: Vec<String>,
+    /// How long the rate is measured over.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub sample: Duration,
     /// Table for people, CSV (`topic,partition,offset`) for `--from-file`.
     #[arg(long, value_enum, default_value = "table")]
     pub output: Output,
@@ -496,11 +507,27 @@ pub async fn reset(kafka: KafkaArgs, plan: &Plan) -> Result<(), ReplayError> {
     .map_err(|e| ReplayError::Task(e.to_string()))?
 }
 
+/// `--rate`, or the rate measured from `--metrics-url` (`None` without either).
+async fn rate_of(args: &PlanArgs) -> Result<Option<f64>, ReplayError> {
+    if args.rate.is_some() || args.metrics_url.is_empty() {
+        return Ok(args.rate);
+    }
+    let r = rate::measure(&args.metrics_url, &args.group, args.sample).await?;
+    println!(
+        "measured: group {} finished {r:.1} records/s over {} ({} replica(s))",
+        args.group,
+        humantime::format_duration(args.sample),
+        args.metrics_url.len()
+    );
+    Ok(Some(r))
+}
+
 /// Runs a command, printing what it plans and does.
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Plan(args) => {
-            let (output, rate) = (args.output, args.rate);
+            let output = args.output;
+            let rate = rate_of(&args).await?;
             let plan = plan(args).await?;
             match output {
                 Output::Csv => print!("{}", plan.csv()),
@@ -510,7 +537,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Run(args) => {
             let Mode::Reset = args.mode;
             let kafka = args.plan.kafka.clone();
-            let rate = args.plan.rate;
+            let rate = rate_of(&args.plan).await?;
             let plan = plan(args.plan).await?;
             print!("{}", plan.table(rate));
             if args.execute {

@@ -36,6 +36,8 @@ fn args(stack: &Stack, group: &str, topic: &str, target: TargetArgs) -> PlanArgs
         partition: Vec::new(),
         to_offset: None,
         rate: None,
+        metrics_url: Vec::new(),
+        sample: Duration::from_secs(10),
         output: Output::Table,
         kafka: stack.kafka(),
     }
@@ -508,5 +510,90 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
         assert_eq!(&store.latest_runs("acme", id).await.unwrap(), runs, "{id}");
     }
     assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+    stack.stop().await.unwrap();
+}
+
+/// Takes 20 ms a record.
+struct Slow;
+
+impl docflow_runtime::Handler for Slow {
+    type Input = ();
+
+    async fn decode(
+        &self,
+        _: &docflow_runtime::Record,
+    ) -> Result<(), docflow_runtime::HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _: &docflow_runtime::Record,
+        (): &(),
+    ) -> Result<(), docflow_runtime::HandlerError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    }
+}
+
+/// The drain estimate from a running replica's `/metrics`: two workers at 20 ms a record
+/// finish at most 100 records/s, and this one is busy throughout the sample.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_is_measured_from_a_replicas_metrics() {
+    let stack = Stack::builder().start().await.unwrap();
+    let topic = stack.topic("rate", 2).await.unwrap();
+    let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
+    for i in 0..600 {
+        producer
+            .send(
+                FutureRecord::to(&topic).key(&format!("k{i}")).payload("v"),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+    let group = unique_name("rated");
+    let port = docflow_embedded::free_port().unwrap();
+    let consumer_args = docflow_config::ConsumerArgs {
+        workers: 2,
+        metrics_listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        ..docflow_config::ConsumerArgs::default()
+    };
+    let spec = docflow_runtime::ConsumerSpec {
+        group_id: group.clone(),
+        topics: vec![topic.clone()],
+        client_id: "rated".into(),
+        producer: None,
+        ledger: None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let kafka = stack.kafka();
+    let task = tokio::spawn(async move {
+        docflow_runtime::run_service(
+            &kafka,
+            &consumer_args,
+            spec,
+            std::sync::Arc::new(Slow),
+            prometheus::Registry::new(),
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .unwrap();
+    });
+    // Busy before the sample starts.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&group, &topic).await.unwrap() < 20 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let rate = docflow_replay::rate::measure(&[url], &group, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!((10.0..=110.0).contains(&rate), "{rate} records/s");
+    let _ = stop.send(());
+    task.await.unwrap();
     stack.stop().await.unwrap();
 }
