@@ -25,12 +25,14 @@ use std::time::Duration;
 
 use clap::Args;
 use docflow_config::{DatabaseArgs, KafkaArgs};
+use docflow_runtime::Record;
 use docflow_runtime::dlq::headers as h;
+use docflow_runtime::metrics::now_ms;
 use docflow_store::Redrives;
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -71,31 +73,11 @@ pub struct DlqArgs {
 /// Longest a DLQ read may go without a record before it gives up.
 const STALL: Duration = Duration::from_secs(30);
 
-/// One dead letter as read from the DLQ topic.
-#[derive(Debug, Clone)]
-struct DeadLetter {
-    partition: i32,
-    offset: i64,
-    timestamp_ms: Option<i64>,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-}
-
-impl DeadLetter {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.as_deref())
-            .and_then(|v| std::str::from_utf8(v).ok())
-    }
-
-    fn redrives(&self) -> u32 {
-        self.header(h::REDRIVE_COUNT)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
+/// How many times a dead letter was redriven already.
+fn times_redriven(d: &Record) -> u32 {
+    d.header_str(h::REDRIVE_COUNT)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// What a run did (or, dry, would do).
@@ -131,7 +113,7 @@ impl std::fmt::Display for DlqReport {
 }
 
 /// Every record of `topic` from the log start to the end it had when the read began.
-fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<DeadLetter>, ReplayError> {
+fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<Record>, ReplayError> {
     let partitions = match broker::partitions(c, topic) {
         Ok(p) => p,
         // No dead letters yet: no topic yet.
@@ -177,21 +159,7 @@ fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<DeadLetter>, ReplayErro
         if m.offset() + 1 >= end {
             done.insert(m.partition(), true);
         }
-        out.push(DeadLetter {
-            partition: m.partition(),
-            offset: m.offset(),
-            timestamp_ms: m.timestamp().to_millis(),
-            key: m.key().map(<[u8]>::to_vec),
-            value: m.payload().map(<[u8]>::to_vec),
-            headers: m
-                .headers()
-                .map(|hs| {
-                    hs.iter()
-                        .map(|x| (x.key.to_owned(), x.value.map(<[u8]>::to_vec)))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        });
+        out.push(Record::from_message(&m));
     }
     Ok(out)
 }
@@ -219,8 +187,8 @@ pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
         ..DlqReport::default()
     };
     for d in letters {
-        let class = d.header(h::ERROR_CLASS).unwrap_or("unknown").to_owned();
-        let from_topic = d.header(h::TOPIC).unwrap_or(&args.topic);
+        let class = d.header_str(h::ERROR_CLASS).unwrap_or("unknown").to_owned();
+        let from_topic = d.header_str(h::TOPIC).unwrap_or(&args.topic);
         let in_window = d.timestamp_ms.is_none_or(|t| {
             args.from.is_none_or(|from| t >= from) && args.to.is_none_or(|to| t < to)
         });
@@ -239,7 +207,7 @@ pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
             report.already_redriven += 1;
             continue;
         }
-        let count = d.redrives();
+        let count = times_redriven(&d);
         if count >= args.max_redrives {
             report.exhausted += 1;
             continue;
@@ -271,7 +239,7 @@ async fn send_back(
     topic: &str,
     group: &str,
     dlq_topic: &str,
-    d: &DeadLetter,
+    d: &Record,
     count: u32,
 ) -> Result<(), ReplayError> {
     let mut headers = OwnedHeaders::new();
@@ -299,7 +267,7 @@ async fn send_back(
     if let Some(k) = &d.key {
         record = record.key(k.as_slice());
     }
-    if let Some(v) = &d.value {
+    if let Some(v) = &d.payload {
         record = record.payload(v.as_slice());
     }
     producer
@@ -307,8 +275,4 @@ async fn send_back(
         .await
         .map(|_| ())
         .map_err(|(e, _)| ReplayError::kafka("producing a redriven record")(e))
-}
-
-fn now_ms() -> i64 {
-    crate::now_ms()
 }

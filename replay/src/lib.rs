@@ -20,7 +20,7 @@
 //! one producer, or LogAppendTime).
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use docflow_config::{KafkaArgs, TelemetryArgs};
@@ -350,12 +350,6 @@ pub fn first_at_or_after(
     Ok(lo)
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 fn read_plan_file(path: &PathBuf, topic: &str) -> Result<Vec<(i32, i64)>, ReplayError> {
     let bad = |reason: String| ReplayError::PlanFile {
         path: path.clone(),
@@ -439,7 +433,9 @@ fn plan_blocking(args: &PlanArgs) -> Result<Plan, ReplayError> {
     let committed = broker::committed(&c, topic, &partitions)?;
     let since = match (args.target.from_timestamp, args.target.by_duration) {
         (Some(ts), _) => Some(ts),
-        (None, Some(d)) => Some(now_ms() - i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        (None, Some(d)) => Some(
+            docflow_runtime::metrics::now_ms() - i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        ),
         _ => None,
     };
     let mut out = Vec::new();

@@ -34,12 +34,8 @@ pub mod headers {
 }
 
 /// The group a redriven record is for (its [`headers::REDRIVE_GROUP`]), if it is one.
-pub fn redrive_group(record_headers: &[(String, Option<Vec<u8>>)]) -> Option<&str> {
-    record_headers
-        .iter()
-        .find(|(k, _)| k == headers::REDRIVE_GROUP)
-        .and_then(|(_, v)| v.as_deref())
-        .and_then(|v| std::str::from_utf8(v).ok())
+pub fn redrive_group(record: &Record) -> Option<&str> {
+    record.header_str(headers::REDRIVE_GROUP)
 }
 
 /// Longest error message kept in a header.
@@ -116,15 +112,23 @@ mod tests {
 
     #[test]
     fn a_redriven_record_names_its_group() {
-        let hs = vec![
-            ("x".to_owned(), Some(b"1".to_vec())),
-            (
-                headers::REDRIVE_GROUP.to_owned(),
-                Some(b"thumbnails".to_vec()),
-            ),
-        ];
-        assert_eq!(redrive_group(&hs), Some("thumbnails"));
-        assert_eq!(redrive_group(&hs[..1]), None);
+        let mut r = Record {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            key: None,
+            payload: None,
+            headers: vec![("x".to_owned(), Some(b"1".to_vec()))],
+            timestamp_ms: None,
+            attempt: 1,
+            trace: crate::trace::TraceContext::new_root(),
+        };
+        assert_eq!(redrive_group(&r), None);
+        r.headers.push((
+            headers::REDRIVE_GROUP.to_owned(),
+            Some(b"thumbnails".to_vec()),
+        ));
+        assert_eq!(redrive_group(&r), Some("thumbnails"));
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use std::future::Future;
 
-use crate::trace::TraceContext;
+use rdkafka::Message;
+use rdkafka::message::{BorrowedMessage, Headers};
+
+use crate::trace::{TRACEPARENT, TraceContext};
 
 /// One Kafka record, owned, as handed to a handler.
 #[derive(Debug, Clone)]
@@ -29,12 +32,46 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record `m` as a handler gets it: owned, first attempt, and a span of its own in
+    /// the trace of its `traceparent` header.
+    pub fn from_message(m: &BorrowedMessage<'_>) -> Self {
+        let headers: Vec<(String, Option<Vec<u8>>)> = m
+            .headers()
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let parent = headers
+            .iter()
+            .find(|(k, _)| k == TRACEPARENT)
+            .and_then(|(_, v)| v.as_deref());
+        let trace = TraceContext::from_header(parent);
+        Record {
+            topic: m.topic().to_owned(),
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec),
+            headers,
+            timestamp_ms: m.timestamp().to_millis(),
+            attempt: 1,
+            trace,
+        }
+    }
+
     /// The value of header `name`, if present.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The value of header `name` as text, if present and UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 }
 

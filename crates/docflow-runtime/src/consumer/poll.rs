@@ -19,12 +19,10 @@ use std::time::{Duration, Instant};
 use rdkafka::Message;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::{BorrowedMessage, Headers};
 
 use crate::RuntimeError;
 use crate::handler::{Handler, Record};
 use crate::metrics::Health;
-use crate::trace::{TRACEPARENT, TraceContext};
 
 use super::Tp;
 use super::state::{Ctx, State};
@@ -133,7 +131,7 @@ impl<'a, H: Handler> PollLoop<'a, H> {
                 let idx = (self.next_queue + i) % self.queues.len();
                 match self.queues[idx].1.poll(Duration::ZERO) {
                     Some(Ok(m)) => {
-                        let record = to_record(&m);
+                        let record = Record::from_message(&m);
                         drop(m);
                         self.state().dispatch(record);
                         room -= 1;
@@ -166,7 +164,7 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             None => {}
             Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
             Some(Ok(m)) => {
-                let record = to_record(&m);
+                let record = Record::from_message(&m);
                 drop(m);
                 self.state().dispatch(record);
             }
@@ -228,32 +226,5 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             }
         }
         self.consumer.unsubscribe();
-    }
-}
-
-fn to_record(m: &BorrowedMessage<'_>) -> Record {
-    let headers: Vec<(String, Option<Vec<u8>>)> = m
-        .headers()
-        .map(|hs| {
-            hs.iter()
-                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let parent = headers
-        .iter()
-        .find(|(k, _)| k == TRACEPARENT)
-        .and_then(|(_, v)| v.as_deref());
-    let trace = TraceContext::from_header(parent);
-    Record {
-        topic: m.topic().to_owned(),
-        partition: m.partition(),
-        offset: m.offset(),
-        key: m.key().map(<[u8]>::to_vec),
-        payload: m.payload().map(<[u8]>::to_vec),
-        headers,
-        timestamp_ms: m.timestamp().to_millis(),
-        attempt: 1,
-        trace,
     }
 }

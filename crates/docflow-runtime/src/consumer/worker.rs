@@ -59,7 +59,7 @@ enum Claim {
 async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut bool) -> Outcome {
     let group = s.group.as_str();
     // A dead letter of another group sent back to the topic (`docflow replay dlq`): not ours.
-    if crate::dlq::redrive_group(&record.headers).is_some_and(|g| g != group) {
+    if crate::dlq::redrive_group(record).is_some_and(|g| g != group) {
         s.metrics
             .messages
             .with_label_values(&[group, outcome::OTHER_GROUP])
