@@ -176,6 +176,7 @@ async fn run_runtime<H: Handler>(
         client_id: "bench".into(),
         producer: None,
         ledger: None,
+        positions: None,
     };
     let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -107,6 +107,62 @@ pub struct ConsumerArgs {
         default_value = "127.0.0.1:9464"
     )]
     pub metrics_listen: SocketAddr,
+
+    /// Reprocess a bounded range instead of joining the group as a live member (what
+    /// `docflow replay run --mode side` starts a stage with): `TOPIC:PARTITION:START-END`,
+    /// END exclusive, repeatable. The replica assigns exactly these partitions — at START,
+    /// or at the group's committed offset where that is further on (a resumed replay) —
+    /// never subscribes, and exits once every range is done.
+    #[arg(long = "assign-range", value_parser = AssignRange::parse)]
+    pub assign_ranges: Vec<AssignRange>,
+
+    /// Most records started per second (0: no limit), so a replay beside the live group
+    /// leaves it its share of the machine.
+    #[arg(long = "max-rate", env = "DOCFLOW_MAX_RATE", default_value_t = 0.0)]
+    pub max_rate: f64,
+}
+
+/// One partition's range of `--assign-range`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssignRange {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// First offset.
+    pub start: i64,
+    /// One past the last offset.
+    pub end: i64,
+}
+
+impl AssignRange {
+    /// Parses `TOPIC:PARTITION:START-END`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?}: expected TOPIC:PARTITION:START-END (END exclusive)");
+        let (rest, range) = s.rsplit_once(':').ok_or_else(bad)?;
+        let (topic, partition) = rest.rsplit_once(':').ok_or_else(bad)?;
+        let (start, end) = range.split_once('-').ok_or_else(bad)?;
+        let r = AssignRange {
+            topic: topic.to_owned(),
+            partition: partition.parse().map_err(|_| bad())?,
+            start: start.parse().map_err(|_| bad())?,
+            end: end.parse().map_err(|_| bad())?,
+        };
+        if r.topic.is_empty() || r.partition < 0 || r.start < 0 || r.end < r.start {
+            return Err(bad());
+        }
+        Ok(r)
+    }
+}
+
+impl std::fmt::Display for AssignRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}-{}",
+            self.topic, self.partition, self.start, self.end
+        )
+    }
 }
 
 impl Default for ConsumerArgs {
@@ -125,6 +181,27 @@ impl Default for ConsumerArgs {
             session_timeout: Duration::from_secs(10),
             max_poll_interval: Duration::from_secs(300),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            assign_ranges: Vec::new(),
+            max_rate: 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_parse_and_print_back() {
+        let r = AssignRange::parse("doc.uploaded:3:100-250").unwrap();
+        assert_eq!(
+            (r.topic.as_str(), r.partition, r.start, r.end),
+            ("doc.uploaded", 3, 100, 250)
+        );
+        assert_eq!(r.to_string(), "doc.uploaded:3:100-250");
+        assert_eq!(AssignRange::parse("a:b:c:0:5-5").unwrap().topic, "a:b:c");
+        for bad in ["t:0:5", "t:x:1-2", "t:0:9-3", ":0:1-2", "t:-1:1-2"] {
+            assert!(AssignRange::parse(bad).is_err(), "{bad}");
         }
     }
 }

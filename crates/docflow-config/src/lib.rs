@@ -11,7 +11,7 @@ mod objects;
 mod registry;
 mod telemetry;
 
-pub use consumer::ConsumerArgs;
+pub use consumer::{AssignRange, ConsumerArgs};
 pub use database::DatabaseArgs;
 pub use kafka::{KafkaArgs, SaslMechanism, SecurityProtocol};
 pub use objects::ObjectStoreArgs;

@@ -12,6 +12,7 @@ pub mod dlq;
 pub mod handler;
 pub mod ledger;
 pub mod metrics;
+pub mod positions;
 pub mod producer;
 pub mod retry;
 pub mod shutdown;
@@ -21,6 +22,7 @@ pub use consumer::{ConsumerSpec, run, run_service};
 pub use handler::{Handler, HandlerError, Record};
 pub use ledger::{DeliveryKey, DeliveryLedger};
 pub use metrics::{ConsumerMetrics, Health};
+pub use positions::PositionStore;
 
 /// The registry client of a service, from its shared `RegistryArgs` block (URL, basic auth,
 /// timeout).
@@ -73,6 +75,9 @@ pub enum RuntimeError {
     /// The poll thread failed.
     #[error("poll loop: {0}")]
     PollThread(String),
+    /// The position store could not say where to start an assigned partition.
+    #[error("loading positions: {0}")]
+    Positions(String),
 }
 
 impl RuntimeError {

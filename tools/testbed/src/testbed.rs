@@ -158,6 +158,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         client_id: "docflow-testbed".into(),
         producer: None,
         ledger: Some(Arc::new(StoreLedger(Deliveries::new(pool.clone())))),
+        positions: None,
     };
     docflow_runtime::run_service(
         &config.kafka,

@@ -54,6 +54,7 @@ use crate::dlq;
 use crate::handler::{Handler, Record};
 use crate::ledger::DeliveryLedger;
 use crate::metrics::{ConsumerMetrics, Health};
+use crate::positions::PositionStore;
 use crate::producer::idempotent_producer;
 use crate::retry::RetryPolicy;
 
@@ -75,6 +76,9 @@ pub struct ConsumerSpec {
     /// Where deliveries are counted, so a record that keeps taking the process down is
     /// dead-lettered (see [`crate::ledger`]); `None`: no crash counting.
     pub ledger: Option<Arc<dyn DeliveryLedger>>,
+    /// Where positions are kept besides Kafka (see [`crate::positions`]): assigned
+    /// partitions start where it says; `None`: at Kafka's committed offsets.
+    pub positions: Option<Arc<dyn PositionStore>>,
 }
 
 impl ConsumerSpec {
@@ -87,6 +91,7 @@ impl ConsumerSpec {
             topics,
             producer: None,
             ledger: None,
+            positions: None,
         }
     }
 }
@@ -99,6 +104,7 @@ impl std::fmt::Debug for ConsumerSpec {
             .field("client_id", &self.client_id)
             .field("shared_producer", &self.producer.is_some())
             .field("ledger", &self.ledger.is_some())
+            .field("positions", &self.positions.is_some())
             .finish()
     }
 }
@@ -147,6 +153,47 @@ struct Shared<H> {
     runtime: tokio::runtime::Handle,
     /// Crash counting, with the deliveries after which a record is dead-lettered unrun.
     ledger: Option<(Arc<dyn DeliveryLedger>, u32)>,
+    /// Positions kept besides Kafka.
+    positions: Option<Arc<dyn PositionStore>>,
+}
+
+/// `--assign-range`: assigns exactly the ranges' partitions, each at its start or at the
+/// group's committed offset where that is further on (a resumed replay), without joining
+/// the group, and tells the state where each range ends.
+fn assign_ranges<H: Handler>(
+    consumer: &BaseConsumer<Ctx<H>>,
+    ranges: &[docflow_config::AssignRange],
+) -> Result<(), RuntimeError> {
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let mut asked = TopicPartitionList::new();
+    for r in ranges {
+        asked.add_partition(&r.topic, r.partition);
+    }
+    let committed = consumer
+        .committed_offsets(asked, Duration::from_secs(30))
+        .map_err(RuntimeError::kafka(
+            "reading the replay group's committed offsets",
+        ))?;
+    let mut tpl = TopicPartitionList::new();
+    let mut placed = Vec::new();
+    for r in ranges {
+        let done_before = committed
+            .find_partition(&r.topic, r.partition)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            });
+        let start = done_before.map_or(r.start, |c| c.clamp(r.start, r.end));
+        tpl.add_partition_offset(&r.topic, r.partition, Offset::Offset(start))
+            .map_err(RuntimeError::kafka("building the assignment"))?;
+        tracing::info!(topic = %r.topic, partition = r.partition, start, end = r.end, resumed = done_before.is_some(), "replaying a range");
+        placed.push(((r.topic.clone(), r.partition), start, r.end));
+    }
+    consumer
+        .assign(&tpl)
+        .map_err(RuntimeError::kafka("assigning the ranges"))?;
+    consumer.context().lock().assign_ranges(consumer, &placed);
+    Ok(())
 }
 
 /// A service replica: [`run`] plus its admin endpoint (`/metrics` with the consumer metrics
@@ -227,6 +274,7 @@ pub async fn run<H: Handler>(
             .clone()
             .filter(|_| args.max_crash_deliveries > 0)
             .map(|l| (l, args.max_crash_deliveries)),
+        positions: spec.positions.clone(),
     });
     let ctx = Ctx::new(
         State::new(
@@ -267,10 +315,18 @@ pub async fn run<H: Handler>(
         cfg.create_with_context(ctx)
             .map_err(RuntimeError::kafka("creating consumer"))?,
     );
-    let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
-    consumer
-        .subscribe(&topics)
-        .map_err(RuntimeError::kafka("subscribing"))?;
+    if args.assign_ranges.is_empty() {
+        let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(RuntimeError::kafka("subscribing"))?;
+    } else {
+        let c = consumer.clone();
+        let ranges = args.assign_ranges.clone();
+        tokio::task::spawn_blocking(move || assign_ranges(&c, &ranges))
+            .await
+            .map_err(|e| RuntimeError::PollThread(e.to_string()))??;
+    }
     tracing::info!(group = %spec.group_id, topics = ?spec.topics, workers, buffer = args.buffer, "consumer started");
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -278,10 +334,11 @@ pub async fn run<H: Handler>(
     let thread_stop = stop.clone();
     let thread_health = health.clone();
     let grace = args.shutdown_grace;
+    let max_rate = args.max_rate;
     std::thread::Builder::new()
         .name(format!("poll-{}", spec.group_id))
         .spawn(move || {
-            let r = PollLoop::new(&consumer, &thread_stop, &thread_health, grace).run();
+            let r = PollLoop::new(&consumer, &thread_stop, &thread_health, grace, max_rate).run();
             // Leaving the group (close) runs the final revoke callbacks.
             drop(consumer);
             let _ = tx.send(r);

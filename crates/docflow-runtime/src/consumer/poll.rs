@@ -48,6 +48,10 @@ pub(super) struct PollLoop<'a, H: Handler> {
     /// Where the next round-robin pass starts.
     next_queue: usize,
     last_metrics: Instant,
+    /// `--max-rate`: records that may still start now (refilled at `rate` per second).
+    rate: f64,
+    tokens: f64,
+    last_refill: Instant,
 }
 
 impl<'a, H: Handler> PollLoop<'a, H> {
@@ -56,6 +60,7 @@ impl<'a, H: Handler> PollLoop<'a, H> {
         stop: &'a AtomicBool,
         health: &'a Health,
         grace: Duration,
+        max_rate: f64,
     ) -> Self {
         PollLoop {
             consumer,
@@ -65,22 +70,61 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             queues: Vec::new(),
             next_queue: 0,
             last_metrics: Instant::now(),
+            rate: if max_rate.is_finite() {
+                max_rate.max(0.0)
+            } else {
+                0.0
+            },
+            tokens: 1.0,
+            last_refill: Instant::now(),
         }
+    }
+
+    /// `room` limited by `--max-rate` (a token bucket holding at most a tenth of a
+    /// second's records, at least one).
+    fn throttle(&mut self, room: usize) -> usize {
+        if self.rate <= 0.0 {
+            return room;
+        }
+        let now = Instant::now();
+        let burst = (self.rate / 10.0).max(1.0);
+        self.tokens = (self.tokens
+            + now.duration_since(self.last_refill).as_secs_f64() * self.rate)
+            .min(burst);
+        self.last_refill = now;
+        room.min(self.tokens.max(0.0).floor() as usize)
     }
 
     /// Runs until `stop` is set, then drains within the grace period, commits and leaves.
     pub(super) fn run(mut self) -> Result<(), RuntimeError> {
+        let mut fatal = None;
         while !self.stop.load(Ordering::SeqCst) {
             self.health.polled();
+            if let Some(why) = self.state().fatal.clone() {
+                fatal = Some(why);
+                break;
+            }
             let (owned, room) = self.housekeeping();
+            if self.state().ranges_done() {
+                tracing::info!("every assigned range is done");
+                break;
+            }
             self.sync_partition_queues(owned);
-            let (room, dispatched) = self.dispatch_from_queues(room);
-            self.poll_consumer(room, dispatched);
+            let allowed = self.throttle(room);
+            let (left, dispatched) = self.dispatch_from_queues(allowed);
+            let room = room - (allowed - left);
+            self.tokens -= (allowed - left) as f64;
+            if self.poll_consumer(room, dispatched) {
+                self.tokens -= 1.0;
+            }
         }
         self.stop_intake();
         self.drain_within_grace();
         self.commit_and_leave();
-        Ok(())
+        match fatal {
+            Some(why) => Err(RuntimeError::Positions(why)),
+            None => Ok(()),
+        }
     }
 
     /// The state is shared with the client callbacks, which run inside `poll` calls on this
@@ -148,9 +192,9 @@ impl<'a, H: Handler> PollLoop<'a, H> {
     }
 
     /// The consumer itself: rebalances, stats, errors, and records of partitions whose queue
-    /// is not split yet. Polling it is what keeps max.poll.interval.ms satisfied. It waits a
+    /// is not split yet (returns whether it dispatched one). Polling it is what keeps max.poll.interval.ms satisfied. It waits a
     /// little only when this pass found nothing to do.
-    fn poll_consumer(&mut self, room: usize, dispatched: bool) {
+    fn poll_consumer(&mut self, room: usize, dispatched: bool) -> bool {
         let wait = if dispatched {
             Duration::ZERO
         } else if room == 0 {
@@ -161,12 +205,16 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             IDLE_WAIT
         };
         match self.consumer.poll(wait) {
-            None => {}
-            Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
+            None => false,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "consumer error");
+                false
+            }
             Some(Ok(m)) => {
                 let record = Record::from_message(&m);
                 drop(m);
                 self.state().dispatch(record);
+                true
             }
         }
     }

@@ -9,9 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
+};
+use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 
 use crate::handler::{Handler, Record};
 
@@ -20,6 +24,15 @@ use super::keys::KeyQueues;
 use super::tracker::PartitionTracker;
 use super::worker::work;
 use super::{Completion, Job, Outcome, PAUSE_AFTER, Shared, Tp};
+
+/// Tries at loading the positions of newly assigned partitions before the replica stops.
+const POSITION_LOAD_ATTEMPTS: u32 = 3;
+/// Pause between those tries.
+const POSITION_LOAD_BACKOFF: Duration = Duration::from_secs(1);
+/// Least time between two background position saves.
+const POSITION_SAVE_EVERY: Duration = Duration::from_millis(500);
+/// Longest one load or save of positions may take.
+const POSITION_LOAD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the poll thread owns (behind a mutex only because librdkafka calls the rebalance
 /// and stats callbacks through the context; all of it runs on the poll thread).
@@ -35,6 +48,17 @@ pub(super) struct State<H> {
     /// How long a revoke waits for the revoked partitions' running records.
     pub(super) revoke_timeout: Duration,
     last_completion: Instant,
+    /// Watermarks stored in Kafka but not yet saved to the position store.
+    unsaved: HashMap<Tp, i64>,
+    /// A background position save is running.
+    saving: Arc<std::sync::atomic::AtomicBool>,
+    /// When the last background position save started.
+    last_save: Instant,
+    /// Why the replica must stop (the position store could not place a partition).
+    pub(super) fatal: Option<String>,
+    /// `--assign-range`: per partition, where the range starts here and where it ends
+    /// (exclusive); empty for a live member of the group.
+    ranges: HashMap<Tp, (i64, i64)>,
 }
 
 /// The consumer's client context.
@@ -74,6 +98,56 @@ impl<H: Handler> ClientContext for Ctx<H> {
 }
 
 impl<H: Handler> ConsumerContext for Ctx<H> {
+    /// librdkafka's default rebalance (what rdkafka's default does), plus one step: with a
+    /// position store, assigned partitions get their starting offsets from it first.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let unassign = |tpl: &TopicPartitionList| {
+            if cooperative {
+                consumer.incremental_unassign(tpl)
+            } else {
+                consumer.unassign()
+            }
+        };
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Assign(tpl));
+                self.lock().place(tpl);
+                let assigned = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+                if let Err(e) = assigned {
+                    tracing::error!(group = %self.group, error = %e, "assigning partitions failed");
+                }
+                self.post_rebalance(consumer, &Rebalance::Assign(tpl));
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Revoke(tpl));
+                if let Err(e) = unassign(tpl) {
+                    tracing::error!(group = %self.group, error = %e, "unassigning partitions failed");
+                }
+                self.post_rebalance(consumer, &Rebalance::Revoke(tpl));
+            }
+            other => {
+                let code: RDKafkaErrorCode = other.into();
+                if let Err(e) = unassign(tpl) {
+                    tracing::error!(group = %self.group, error = %e, "unassigning partitions failed");
+                }
+                self.post_rebalance(consumer, &Rebalance::Error(KafkaError::Rebalance(code)));
+            }
+        }
+    }
+
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(tpl) = rebalance {
             let tps = tps_of(tpl);
@@ -132,6 +206,11 @@ impl<H: Handler> State<H> {
             key_queues: KeyQueues::new(per_key),
             revoke_timeout,
             last_completion: Instant::now(),
+            unsaved: HashMap::new(),
+            saving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            last_save: Instant::now(),
+            fatal: None,
+            ranges: HashMap::new(),
         }
     }
 
@@ -162,7 +241,19 @@ impl<H: Handler> State<H> {
     }
 
     pub(super) fn dispatch(&mut self, record: Record) {
+        if self.fatal.is_some() {
+            // Stopping: a partition may be positioned wrongly; the record is redelivered.
+            return;
+        }
         let tp = (record.topic.clone(), record.partition);
+        if self
+            .ranges
+            .get(&tp)
+            .is_some_and(|(start, end)| record.offset < *start || record.offset >= *end)
+        {
+            // Outside the replayed range: not this replica's to process.
+            return;
+        }
         let Some(tracker) = self.trackers.get_mut(&tp) else {
             // A record of a partition we no longer own: it will be redelivered to the owner.
             tracing::debug!(topic = %tp.0, partition = tp.1, offset = record.offset, "record for an unowned partition skipped");
@@ -215,12 +306,112 @@ impl<H: Handler> State<H> {
         for ((topic, partition), t) in &mut self.trackers {
             if let Some(w) = t.take_store() {
                 let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(w));
+                if self.shared.positions.is_some() {
+                    self.unsaved.insert((topic.clone(), *partition), w);
+                }
             }
         }
         if tpl.count() > 0
             && let Err(e) = consumer.store_offsets(&tpl)
         {
             tracing::warn!(error = %e, "storing offsets failed");
+        }
+        self.save_positions_in_background();
+    }
+
+    /// Starts saving the unsaved watermarks unless a save runs or one started less than
+    /// [`POSITION_SAVE_EVERY`] ago. A failed save is logged; the partition's next advance,
+    /// or its revoke, saves it again (a position that lags only costs re-reading records
+    /// whose effects the consumer recognises).
+    fn save_positions_in_background(&mut self) {
+        use std::sync::atomic::Ordering;
+        let Some(store) = self.shared.positions.clone() else {
+            return;
+        };
+        if self.unsaved.is_empty()
+            || self.last_save.elapsed() < POSITION_SAVE_EVERY
+            || self.saving.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        self.last_save = Instant::now();
+        let batch: Vec<(Tp, i64)> = self.unsaved.drain().collect();
+        let saving = self.saving.clone();
+        let group = self.shared.group.clone();
+        self.shared.runtime.spawn(async move {
+            if let Err(e) = store.save(&group, &batch).await {
+                tracing::warn!(%group, error = %e, "saving positions failed; a later save retries");
+            }
+            saving.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// With a position store: sets each assigned partition's starting offset in `tpl` to the
+    /// stored position, or the partition's beginning where none is stored. A store that
+    /// keeps failing marks the replica fatal (it stops and exits with the error).
+    fn place(&mut self, tpl: &mut TopicPartitionList) {
+        let Some(store) = self.shared.positions.clone() else {
+            return;
+        };
+        let tps = tps_of(tpl);
+        let group = self.shared.group.clone();
+        let mut last_error = String::new();
+        for attempt in 0..POSITION_LOAD_ATTEMPTS {
+            let loaded = self.shared.runtime.block_on(async {
+                if attempt > 0 {
+                    tokio::time::sleep(POSITION_LOAD_BACKOFF).await;
+                }
+                tokio::time::timeout(POSITION_LOAD_TIMEOUT, store.load(&group, &tps)).await
+            });
+            match loaded {
+                Ok(Ok(positions)) => {
+                    let known: HashMap<Tp, i64> = positions.into_iter().collect();
+                    for (topic, partition) in &tps {
+                        let offset = match known.get(&(topic.clone(), *partition)) {
+                            Some(next) => Offset::Offset(*next),
+                            None => Offset::Beginning,
+                        };
+                        if let Err(e) = tpl.set_partition_offset(topic, *partition, offset) {
+                            tracing::warn!(%topic, partition, error = %e, "setting a start offset failed");
+                        }
+                    }
+                    tracing::info!(%group, positions = ?known, "partitions start at the stored positions");
+                    return;
+                }
+                Ok(Err(e)) => last_error = e.to_string(),
+                Err(_) => last_error = format!("no answer within {POSITION_LOAD_TIMEOUT:?}"),
+            }
+            tracing::warn!(%group, attempt = attempt + 1, error = %last_error, "loading positions failed");
+        }
+        tracing::error!(%group, error = %last_error, "cannot place the assigned partitions; stopping");
+        self.fatal = Some(last_error);
+    }
+
+    /// Saves the final watermarks of `tps` now (bounded): on revoke, before they go.
+    fn save_positions_now(&mut self, tps: &[Tp]) {
+        let Some(store) = self.shared.positions.clone() else {
+            return;
+        };
+        let final_marks: Vec<(Tp, i64)> = tps
+            .iter()
+            .filter_map(|tp| {
+                self.unsaved.remove(tp);
+                Some((tp.clone(), self.trackers.get(tp)?.watermark()?))
+            })
+            .collect();
+        if final_marks.is_empty() {
+            return;
+        }
+        let group = self.shared.group.clone();
+        let saved = self.shared.runtime.block_on(async {
+            tokio::time::timeout(POSITION_LOAD_TIMEOUT, store.save(&group, &final_marks)).await
+        });
+        match saved {
+            Ok(Ok(())) => {
+                tracing::debug!(%group, positions = ?final_marks, "positions saved on revoke")
+            }
+            Ok(Err(e)) => tracing::warn!(%group, error = %e, "saving positions on revoke failed"),
+            Err(_) => tracing::warn!(%group, "saving positions on revoke timed out"),
         }
     }
 
@@ -292,6 +483,7 @@ impl<H: Handler> State<H> {
         if !lost {
             self.await_running(&revoked);
             self.commit_revoked(consumer, tps);
+            self.save_positions_now(tps);
         }
         for tp in tps {
             self.trackers.remove(tp);
@@ -344,6 +536,35 @@ impl<H: Handler> State<H> {
                 tracing::debug!(offsets = ?tpl, "committed on revoke");
             }
         }
+    }
+
+    /// `--assign-range`: owns exactly `ranges` (partition, first offset here, end), assigned
+    /// by the caller without the group.
+    pub(super) fn assign_ranges(
+        &mut self,
+        consumer: &BaseConsumer<Ctx<H>>,
+        ranges: &[(Tp, i64, i64)],
+    ) {
+        let tps: Vec<Tp> = ranges.iter().map(|(tp, _, _)| tp.clone()).collect();
+        self.assign(consumer, &tps);
+        self.ranges = ranges
+            .iter()
+            .map(|(tp, start, end)| (tp.clone(), (*start, *end)))
+            .collect();
+    }
+
+    /// With `--assign-range`: whether every range is done (everything below its end
+    /// handled or dead-lettered).
+    pub(super) fn ranges_done(&self) -> bool {
+        !self.ranges.is_empty()
+            && self.ranges.iter().all(|(tp, (start, end))| {
+                let at = self
+                    .trackers
+                    .get(tp)
+                    .and_then(PartitionTracker::watermark)
+                    .unwrap_or(*start);
+                at >= *end
+            })
     }
 
     fn assign(&mut self, consumer: &BaseConsumer<Ctx<H>>, tps: &[Tp]) {

@@ -92,6 +92,7 @@ async fn run_scrambled(per_key: bool) -> (Arc<Scrambler>, Bed) {
         client_id: "in-process".into(),
         producer: None,
         ledger: None,
+        positions: None,
     };
     let registry = prometheus::Registry::new();
     let metrics = ConsumerMetrics::new(&registry).unwrap();
