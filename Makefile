@@ -23,7 +23,7 @@ tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding mod
 	@./scripts/install-python-clients.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings
+	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings -p docflow-analytics-rollup
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 # NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.
@@ -41,6 +41,7 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
 	$(CARGO) build --release --quiet -p docflow-thumbnails
 	$(CARGO) run --release --quiet -p docflow-bench --bin thumbnails-bench -- --out bench/results/thumbnails.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin analytics-bench -- --out bench/results/analytics.md
 	@./scripts/fetch-bench-pdfs.sh
 	$(CARGO) build --release --quiet -p docflow-ocr-embeddings
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md \

@@ -11,6 +11,7 @@ use std::time::Duration;
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 
+pub mod analytics;
 pub mod blobs;
 pub mod deliveries;
 pub mod jobs;
@@ -21,6 +22,7 @@ pub mod search;
 pub mod text;
 pub mod tokens;
 
+pub use analytics::{Analytics, Applied, Bucket, Counts, Delivery, Fact, Granularity};
 pub use blobs::{BlobError, Blobs, Staged};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};

@@ -229,6 +229,8 @@ pub struct AppState {
     pub(crate) search_model: tokio::sync::OnceCell<Arc<docflow_embed::Embedder>>,
     pub(crate) embed_model_dir: PathBuf,
     pub(crate) db_tokens: docflow_store::Tokens,
+    /// The analytics rollup's counts (`GET /v1/analytics`).
+    pub(crate) analytics: docflow_store::Analytics,
     pub(crate) stages: Vec<String>,
     pub(crate) max_wait: Duration,
     pub(crate) wait_poll: Duration,
@@ -318,6 +320,10 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         search_model: tokio::sync::OnceCell::new(),
         embed_model_dir: config.embed_model_dir.clone(),
         db_tokens,
+        analytics: docflow_store::Analytics::new(
+            pool.clone(),
+            docflow_store::analytics::LIVE_GROUP,
+        ),
         stages: config.stages.clone(),
         max_wait: config.max_wait,
         wait_poll: config.wait_poll.max(Duration::from_millis(1)),

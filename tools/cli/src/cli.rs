@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{dev, schemas, tokens, topics, upload};
+use crate::{analytics, dev, schemas, tokens, topics, upload};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -33,6 +33,8 @@ enum Command {
     /// API tokens kept in the database (accepted by the ingest API).
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// The analytics rollup (per tenant per hour or day), read from the database.
+    Analytics(analytics::AnalyticsArgs),
     /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
     #[command(subcommand)]
     Replay(Box<docflow_replay::Command>),
@@ -127,6 +129,7 @@ impl Cli {
                 uploaded_partitions,
                 replication,
             }) => topics::create(&kafka, uploaded_partitions, replication).await,
+            Command::Analytics(args) => analytics::run(args).await,
             Command::Replay(command) => docflow_replay::run(*command).await,
         }
     }

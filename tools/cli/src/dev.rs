@@ -5,8 +5,9 @@
 //! each sample document through `POST /v1/documents?wait=60s` (ingest stores the bytes,
 //! records the job and produces `doc.uploaded`; each stage does its work, records it and
 //! produces `doc.processed`), prints each job's per-stage status and summary, searches the
-//! samples by meaning (`GET /v1/search`), then reads `doc.processed` back with a fresh
-//! consumer group and decodes every event through the registry.
+//! samples by meaning (`GET /v1/search`), reads `doc.processed` back with a fresh
+//! consumer group and decodes every event through the registry, and shows the tenant's
+//! rollup from the third group, `analytics-rollup` (`GET /v1/analytics`).
 //!
 //! The broker keeps its log in memory, so each run starts from an empty state directory
 //! database and object store as well (`--state-dir`, default `.run`).
@@ -89,6 +90,8 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     step("thumbnails stage started (group thumbnails)");
     stack.start_ocr_embeddings().await?;
     step("ocr-embeddings stage started (group ocr-embeddings; models loaded)");
+    stack.start_analytics().await?;
+    step("analytics rollup started (group analytics-rollup)");
     step(&format!(
         "uploading samples from {} through POST /v1/documents?wait=60s",
         args.samples.display()
@@ -100,6 +103,9 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
 
     step("reading doc.processed back with a new consumer group");
     read_back(&stack.kafka(), &codec, &uploaded).await?;
+
+    step("the tenant's rollup: GET /v1/analytics?granularity=day");
+    analytics(stack.ingest_url(), uploaded.len()).await?;
 
     println!(
         "\nOK: {} documents uploaded, thumbnailed, read, embedded and announced on doc.processed in {:.1}s",
@@ -215,6 +221,50 @@ fn clip(text: &str, max: usize) -> String {
     match one_line.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &one_line[..at]),
         None => one_line,
+    }
+}
+
+/// Waits until the rollup counted every upload and both stages' results, then prints it.
+async fn analytics(ingest: &str, uploads: usize) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let body: serde_json::Value = http
+            .get(format!("{ingest}/v1/analytics"))
+            .query(&[("granularity", "day")])
+            .bearer_auth(DEV_TOKEN)
+            .send()
+            .await?
+            .json()
+            .await?;
+        let totals = &body["totals"];
+        let stage_results: i64 = [THUMBNAILS, OCR_EMBEDDINGS]
+            .iter()
+            .flat_map(|s| totals["stages"][s].as_object().into_iter().flatten())
+            .filter_map(|(_, n)| n.as_i64())
+            .sum();
+        let done = totals["documents"].as_i64() == Some(uploads as i64)
+            && stage_results >= 2 * uploads as i64;
+        if done || tokio::time::Instant::now() >= deadline {
+            println!(
+                "    tenant {}: {} uploads, {} bytes, dead-lettered {}",
+                body["tenant"].as_str().unwrap_or("?"),
+                totals["documents"],
+                totals["bytes"],
+                totals["dead_lettered"]
+            );
+            for (ct, c) in totals["by_content_type"].as_object().into_iter().flatten() {
+                println!("        {ct:<24} {} document(s)", c["documents"]);
+            }
+            for (stage, outcomes) in totals["stages"].as_object().into_iter().flatten() {
+                println!("        {stage:<24} {outcomes}");
+            }
+            if !done {
+                bail!("the rollup did not count every upload and stage result within 30 s");
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

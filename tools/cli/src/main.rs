@@ -2,6 +2,7 @@
 
 use clap::Parser;
 
+mod analytics;
 mod cli;
 mod dev;
 mod schemas;

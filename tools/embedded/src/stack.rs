@@ -514,6 +514,32 @@ impl Stack {
         Ok(())
     }
 
+    /// Starts the analytics rollup in process (group `analytics-rollup` of this stack, both
+    /// pipeline topics, this stack's database; every other setting at its default).
+    pub async fn start_analytics(&mut self) -> Result<(), EmbeddedError> {
+        let config = docflow_analytics_rollup::Config::from_args([
+            "docflow-analytics-rollup".to_owned(),
+            "--kafka-bootstrap-servers".to_owned(),
+            self.broker.bootstrap_servers(),
+            "--schema-registry-url".to_owned(),
+            self.registry.url(),
+            "--database-url".to_owned(),
+            self.database_url.clone(),
+            "--topic".to_owned(),
+            self.topics.uploaded.clone(),
+            "--processed-topic".to_owned(),
+            self.topics.processed.clone(),
+            "--group".to_owned(),
+            self.group(docflow_analytics_rollup::GROUP),
+            "--metrics-listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ])?;
+        self.spawn(docflow_analytics_rollup::GROUP, move |shutdown| {
+            docflow_analytics_rollup::run_until(config, shutdown)
+        });
+        Ok(())
+    }
+
     /// Starts the ocr-embeddings stage in process (pdfium from [`pdfium_library`], models and
     /// onnxruntime from the workspace's `.tools/`).
     pub async fn start_ocr_embeddings(&mut self) -> Result<(), EmbeddedError> {

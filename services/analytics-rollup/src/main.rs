@@ -1,0 +1,10 @@
+//! `docflow-analytics-rollup`: see the library docs.
+
+fn main() -> anyhow::Result<()> {
+    let config = docflow_analytics_rollup::Config::from_command_line();
+    config.telemetry.init()?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(docflow_analytics_rollup::run(config))
+}
