@@ -9,6 +9,8 @@
 //!   --from-file` reads, and `--from-file` here).
 //! * `run --mode reset` does what `kafka-consumer-groups --reset-offsets` does: a dry run
 //!   unless `--execute`, and a refusal while the group has members (stop them first).
+//! * `run --mode side` reprocesses the range beside the live group with the stage's own
+//!   binary as a temporary group (see the `side` module).
 //! * `dlq` sends the group's dead letters back to their topic for that group only (see the
 //!   `dlq` module).
 //!
@@ -28,8 +30,10 @@ use docflow_config::{KafkaArgs, TelemetryArgs};
 mod broker;
 mod dlq;
 pub mod rate;
+pub mod side;
 
 pub use dlq::{DlqArgs, DlqReport, redrive};
+pub use side::{SideRun, SideSummary};
 
 /// Why a replay could not be planned or applied.
 #[derive(Debug, thiserror::Error)]
@@ -190,15 +194,30 @@ pub struct PlanArgs {
 /// `run`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// How to reprocess: `reset` moves the group's committed offsets.
+    /// How to reprocess: `reset` moves the group's committed offsets; `side` runs the
+    /// stage command (after `--`) as a temporary group over the range, beside the live one.
     #[arg(long, value_enum)]
     pub mode: Mode,
     /// Apply it (without: a dry run that prints the plan).
     #[arg(long)]
     pub execute: bool,
+    /// Side mode: the replay's id; the same id resumes an interrupted replay (default: a
+    /// new one, printed).
+    #[arg(long)]
+    pub replay_id: Option<String>,
+    /// Side mode: most records the side replica starts per second (0: no limit).
+    #[arg(long, default_value_t = 0.0)]
+    pub max_rate: f64,
+    /// Side mode: where the replay's ranges are kept for a resume.
+    #[arg(long, default_value = ".replay")]
+    pub state_dir: PathBuf,
     /// The plan.
     #[command(flatten)]
     pub plan: PlanArgs,
+    /// Side mode: the stage's command and flags (after `--`; the tool adds `--group`,
+    /// `--assign-range`, `--max-rate` and `--metrics-listen`).
+    #[arg(last = true)]
+    pub command: Vec<String>,
 }
 
 /// How `run` reprocesses.
@@ -206,6 +225,8 @@ pub struct RunArgs {
 pub enum Mode {
     /// Move the group's committed offsets (the group must be stopped).
     Reset,
+    /// Reprocess the range with a temporary group beside the live one.
+    Side,
 }
 
 /// Plan output format.
@@ -530,8 +551,48 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 Output::Table => print!("{}", plan.table(rate)),
             }
         }
+        Command::Run(args) if args.mode == Mode::Side => {
+            let kafka = args.plan.kafka.clone();
+            let rate = rate_of(&args.plan).await?;
+            let plan = plan(args.plan.clone()).await?;
+            let run = SideRun {
+                id: args
+                    .replay_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()),
+                state_dir: args.state_dir.clone(),
+                max_rate: args.max_rate,
+                command: args.command.clone(),
+                progress_bar: true,
+            };
+            let (ranges, resumed) = side::ranges_for(&plan, &run, args.execute)?;
+            let group = side::side_group(&plan.group, &run.id);
+            print!("{}", plan.table(rate));
+            println!(
+                "side replay {group} ({}), the live group {} untouched:",
+                if resumed {
+                    "resumed: its first run's ranges"
+                } else {
+                    "new"
+                },
+                plan.group
+            );
+            for r in &ranges {
+                println!("    partition {:>4}: {}..{}", r.partition, r.start, r.end);
+            }
+            if args.execute {
+                let summary = side::run_side(&kafka, &plan, &run, &ranges).await?;
+                print!("{summary}");
+            } else {
+                println!(
+                    "dry run: would start `{} --group {group} {}`; add --execute (resume later with --replay-id {})",
+                    args.command.join(" "),
+                    side::range_flags(&plan.topic, &ranges).join(" "),
+                    run.id
+                );
+            }
+        }
         Command::Run(args) => {
-            let Mode::Reset = args.mode;
             let kafka = args.plan.kafka.clone();
             let rate = rate_of(&args.plan).await?;
             let plan = plan(args.plan).await?;

@@ -266,6 +266,7 @@ fn run_group(
         client_id: group.to_owned(),
         producer: None,
         ledger: None,
+        positions: None,
     };
     let task = tokio::spawn(async move {
         let metrics = docflow_runtime::ConsumerMetrics::new(&prometheus::Registry::new()).unwrap();
@@ -565,6 +566,7 @@ async fn the_rate_is_measured_from_a_replicas_metrics() {
         client_id: "rated".into(),
         producer: None,
         ledger: None,
+        positions: None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let kafka = stack.kafka();
@@ -596,4 +598,156 @@ async fn the_rate_is_measured_from_a_replicas_metrics() {
     let _ = stop.send(());
     task.await.unwrap();
     stack.stop().await.unwrap();
+}
+
+/// `run --mode side`: the real thumbnails binary replays the whole topic as a temporary
+/// group beside the live stage, which keeps its offsets and its membership; the same
+/// stage version rewrites nothing and announces nothing twice; the same replay id run
+/// again resumes — here with nothing left to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes() {
+    use docflow_events::stages::THUMBNAILS;
+    use docflow_replay::side;
+
+    let stack = Stack::builder()
+        .partitions(2)
+        .token("tok", "acme")
+        .ingest()
+        .thumbnails()
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
+    let mut ids = Vec::new();
+    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
+        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
+        let r = http
+            .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
+            .bearer_auth("tok")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{name}");
+        let job: serde_json::Value = r.json().await.unwrap();
+        ids.push(job["job_id"].as_str().unwrap().to_owned());
+    }
+    let (group, uploaded, processed) = (
+        stack.group(THUMBNAILS),
+        stack.topics.uploaded.clone(),
+        stack.topics.processed.clone(),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let store =
+        docflow_store::ResultStore::new(docflow_store::open(&stack.database_url, 2).await.unwrap());
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(store.latest_runs("acme", id).await.unwrap());
+    }
+
+    let mut t = target();
+    t.to_earliest = true;
+    let p = plan(args(&stack, &group, &uploaded, t)).await.unwrap();
+    assert_eq!(p.total(), 3);
+    let state = std::env::temp_dir().join(unique_name("side-state"));
+    let thumbnails = docflow_embedded::workspace_binary("docflow-thumbnails").unwrap();
+    let command: Vec<String> = [
+        thumbnails.display().to_string(),
+        "--kafka-bootstrap-servers".into(),
+        stack.broker.bootstrap_servers(),
+        "--schema-registry-url".into(),
+        stack.registry.url(),
+        "--database-url".into(),
+        stack.database_url.clone(),
+        "--object-dir".into(),
+        stack.objects.display().to_string(),
+        "--topic".into(),
+        uploaded.clone(),
+        "--processed-topic".into(),
+        processed.clone(),
+        "--pdfium-lib".into(),
+        docflow_embedded::pdfium_library().display().to_string(),
+    ]
+    .into();
+    let run = docflow_replay::SideRun {
+        id: "t1".into(),
+        state_dir: state.clone(),
+        max_rate: 50.0,
+        command,
+        progress_bar: false,
+    };
+    let (ranges, resumed) = side::ranges_for(&p, &run, true).unwrap();
+    assert!(!resumed);
+    let summary = side::run_side(&stack.kafka(), &p, &run, &ranges)
+        .await
+        .unwrap();
+    let side_group = side::side_group(&group, "t1");
+    assert_eq!(summary.group, side_group);
+    assert_eq!(
+        (summary.records, summary.ok, summary.dead_lettered),
+        (3, 3, 0),
+        "{summary}"
+    );
+    // The side group committed the range ends; the live group is where it was, still a member.
+    let side_committed = committed_of_partitions(&stack, &side_group, &uploaded, 2);
+    for (r, c) in ranges.iter().zip(side_committed) {
+        if r.end > r.start {
+            assert_eq!(c, r.end, "partition {}", r.partition);
+        }
+    }
+    assert_eq!(stack.committed(&group, &uploaded).await.unwrap(), 3);
+    let mut t = target();
+    t.to_earliest = true;
+    let again = plan(args(&stack, &group, &uploaded, t.clone()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            reset(stack.kafka(), &again).await,
+            Err(ReplayError::ActiveMembers { .. })
+        ),
+        "the live stage is still a member of its group"
+    );
+    // Same version: nothing rewritten, nothing announced twice.
+    for (id, runs) in ids.iter().zip(&before) {
+        assert_eq!(&store.latest_runs("acme", id).await.unwrap(), runs, "{id}");
+    }
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+
+    // The same id again: its first run's ranges, all done already.
+    let (kept, resumed) = side::ranges_for(&again, &run, true).unwrap();
+    assert!(resumed);
+    assert_eq!(kept, ranges);
+    let summary = side::run_side(&stack.kafka(), &again, &run, &kept)
+        .await
+        .unwrap();
+    assert_eq!(summary.records, 3, "{summary}");
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+    let _ = std::fs::remove_dir_all(state);
+    stack.stop().await.unwrap();
+}
+
+fn committed_of_partitions(stack: &Stack, group: &str, topic: &str, n: i32) -> Vec<i64> {
+    let c: BaseConsumer = stack
+        .kafka()
+        .client_config("check")
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n {
+        tpl.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    (0..n)
+        .map(|p| match got.find_partition(topic, p).unwrap().offset() {
+            Offset::Offset(o) => o,
+            _ => -1,
+        })
+        .collect()
 }
