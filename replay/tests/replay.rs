@@ -601,9 +601,9 @@ async fn the_rate_is_measured_from_a_replicas_metrics() {
 }
 
 /// `run --mode side`: the real thumbnails binary replays the whole topic as a temporary
-/// group beside the live stage, which keeps its offsets and its membership; the same
-/// stage version rewrites nothing and announces nothing twice; the same replay id run
-/// again resumes — here with nothing left to do.
+/// group beside the live stage, which keeps its offsets and its membership; throttled and
+/// interrupted part-way, the same replay id resumes from where it stopped; the same stage
+/// version rewrites nothing and announces nothing twice; run once more, nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes() {
     use docflow_events::stages::THUMBNAILS;
@@ -674,19 +674,68 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         docflow_embedded::pdfium_library().display().to_string(),
     ]
     .into();
-    let run = docflow_replay::SideRun {
+    let mut run = docflow_replay::SideRun {
         id: "t1".into(),
         state_dir: state.clone(),
-        max_rate: 50.0,
+        max_rate: 0.4,
         command,
         progress_bar: false,
     };
     let (ranges, resumed) = side::ranges_for(&p, &run, true).unwrap();
     assert!(!resumed);
+    let side_group = side::side_group(&group, "t1");
+
+    // Interrupted: throttled to a record every 2.5 s, stopped (the replica killed) once its
+    // first record is committed.
+    let interrupted = {
+        let (kafka, p, run, ranges) = (stack.kafka(), p.clone(), run.clone(), ranges.clone());
+        tokio::spawn(async move { side::run_side(&kafka, &p, &run, &ranges).await })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let done_before = loop {
+        let done: i64 = committed_of_partitions(&stack, &side_group, &uploaded, 2)
+            .into_iter()
+            .map(|c| c.max(0))
+            .sum();
+        if done >= 1 {
+            break done;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the side replay never progressed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Meanwhile the live group keeps consuming new uploads.
+    let fresh = std::fs::read(format!("{samples}/scan-delivery-note.png")).unwrap();
+    let r = http
+        .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
+        .bearer_auth("tok")
+        .body(fresh)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the live stage answered during the replay");
+    interrupted.abort();
+    let _ = interrupted.await;
+    assert!(done_before < 3, "stopped part-way ({done_before} of 3)");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while stack.committed(&group, &uploaded).await.unwrap() < 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the live group stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Resumed with the same id: its kept ranges, from where it stopped, unthrottled.
+    run.max_rate = 0.0;
+    let (kept, resumed) = side::ranges_for(&p, &run, true).unwrap();
+    assert!(resumed);
+    assert_eq!(kept, ranges);
     let summary = side::run_side(&stack.kafka(), &p, &run, &ranges)
         .await
         .unwrap();
-    let side_group = side::side_group(&group, "t1");
     assert_eq!(summary.group, side_group);
     assert_eq!(
         (summary.records, summary.ok, summary.dead_lettered),
@@ -700,7 +749,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
             assert_eq!(c, r.end, "partition {}", r.partition);
         }
     }
-    assert_eq!(stack.committed(&group, &uploaded).await.unwrap(), 3);
+    assert_eq!(stack.committed(&group, &uploaded).await.unwrap(), 4);
     let mut t = target();
     t.to_earliest = true;
     let again = plan(args(&stack, &group, &uploaded, t.clone()))
@@ -717,7 +766,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
     for (id, runs) in ids.iter().zip(&before) {
         assert_eq!(&store.latest_runs("acme", id).await.unwrap(), runs, "{id}");
     }
-    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 4);
 
     // The same id again: its first run's ranges, all done already.
     let (kept, resumed) = side::ranges_for(&again, &run, true).unwrap();
@@ -727,7 +776,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         .await
         .unwrap();
     assert_eq!(summary.records, 3, "{summary}");
-    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 4);
     let _ = std::fs::remove_dir_all(state);
     stack.stop().await.unwrap();
 }
@@ -750,4 +799,120 @@ fn committed_of_partitions(stack: &Stack, group: &str, topic: &str, n: i32) -> V
             _ => -1,
         })
         .collect()
+}
+
+/// A stage whose version is a type parameter: "fixing" it is running `Sizer<2>`.
+struct Sizer<const V: i32>;
+
+impl<const V: i32> docflow_stage::Stage for Sizer<V> {
+    const NAME: &'static str = "sizer";
+    const VERSION: i32 = V;
+
+    async fn process(
+        &self,
+        doc: &docflow_stage::Document,
+    ) -> Result<docflow_stage::Output, docflow_runtime::HandlerError> {
+        Ok(docflow_stage::Output::default()
+            .summary(serde_json::json!({ "bytes": doc.bytes.len(), "logic": V })))
+    }
+}
+
+/// Runs `stage` in process on the stack until `committed` records of its group are done.
+async fn run_stage_until<S: docflow_stage::Stage>(stack: &Stack, stage: S, committed: i64) {
+    let args = stack.stage_args("sizer").unwrap();
+    let (group, topic) = (stack.group("sizer"), stack.topics.uploaded.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        docflow_stage::run_until(stage, &args, prometheus::Registry::new(), async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack.committed(&group, &topic).await.unwrap() < committed {
+        assert!(tokio::time::Instant::now() < deadline, "the stage stalled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+/// After a fix shipped as a new stage version, a reset replays exactly the chosen range:
+/// the new version's rows and announcements for those documents only, and the job shows
+/// the new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_with_a_bumped_stage_version_writes_the_new_version_for_the_range() {
+    let stack = Stack::builder()
+        .partitions(1)
+        .token("tok", "acme")
+        .ingest_with(|c| c.stages = vec!["sizer".to_owned()])
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
+    let mut ids = Vec::new();
+    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
+        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
+        let r = http
+            .post(format!("{}/v1/documents", stack.ingest_url()))
+            .bearer_auth("tok")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{name}");
+        let job: serde_json::Value = r.json().await.unwrap();
+        ids.push(job["job_id"].as_str().unwrap().to_owned());
+    }
+    let (group, uploaded, processed) = (
+        stack.group("sizer"),
+        stack.topics.uploaded.clone(),
+        stack.topics.processed.clone(),
+    );
+    run_stage_until(&stack, Sizer::<1>, 3).await;
+    assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
+
+    // The fix: version 2, replayed from offset 1 (the second and third documents).
+    let mut t = target();
+    t.from_offset = Some(1);
+    let p = plan(args(&stack, &group, &uploaded, t)).await.unwrap();
+    assert_eq!(p.total(), 2);
+    reset(stack.kafka(), &p).await.unwrap();
+    run_stage_until(&stack, Sizer::<2>, 3).await;
+
+    assert_eq!(
+        stack.records(&processed).await.unwrap().len(),
+        5,
+        "one new announcement per replayed document"
+    );
+    let version_of = |id: String| {
+        let (http, base) = (http.clone(), stack.ingest_url().to_owned());
+        async move {
+            let job: serde_json::Value = http
+                .get(format!("{base}/v1/jobs/{id}"))
+                .bearer_auth("tok")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let stage = &job["stages"][0];
+            assert_eq!(stage["stage"], "sizer", "{job}");
+            assert_eq!(stage["status"], "done", "{job}");
+            (
+                stage["stage_version"].as_i64().unwrap(),
+                stage["output"]["logic"].as_i64().unwrap(),
+            )
+        }
+    };
+    assert_eq!(
+        version_of(ids[0].clone()).await,
+        (1, 1),
+        "outside the range: untouched"
+    );
+    assert_eq!(version_of(ids[1].clone()).await, (2, 2));
+    assert_eq!(version_of(ids[2].clone()).await, (2, 2));
+    stack.stop().await.unwrap();
 }
