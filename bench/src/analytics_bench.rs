@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -20,7 +20,6 @@ use docflow_config::{ConsumerArgs, KafkaArgs};
 use docflow_embedded::{Stack, unique_name};
 use docflow_events::{DocUploaded, EventCodec};
 use docflow_runtime::producer::idempotent_producer;
-use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
 use docflow_store::Backend;
 use docflow_store::scratch::ScratchDb;
 use rdkafka::producer::FutureRecord;
@@ -76,61 +75,17 @@ async fn topic_with_events(
     Ok(topic)
 }
 
-/// The no-op handler (decodes nothing, does nothing).
-#[derive(Default)]
-struct Noop {
-    done: AtomicUsize,
-}
-
-impl Handler for Noop {
-    type Input = ();
-
-    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn handle(&self, _record: &Record, (): &()) -> Result<(), HandlerError> {
-        self.done.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 async fn noop_run(kafka: &KafkaArgs, topic: &str, n: usize) -> anyhow::Result<Duration> {
-    let noop = Arc::new(Noop::default());
-    let spec = ConsumerSpec::new(unique_name("bench-noop"), vec![topic.to_owned()]);
+    let noop = Arc::new(docflow_bench::Noop::default());
     let consumer = ConsumerArgs {
         workers: docflow_analytics_rollup::DEFAULT_WORKERS,
         ..ConsumerArgs::default()
     };
-    let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (k, h) = (kafka.clone(), noop.clone());
-    let task = tokio::spawn(async move {
-        docflow_runtime::run(
-            &k,
-            &consumer,
-            spec,
-            h,
-            metrics,
-            Arc::new(Health::default()),
-            async {
-                let _ = stopped.await;
-            },
-        )
-        .await
-    });
-    let start = Instant::now();
-    while noop.done.load(Ordering::Relaxed) < n {
-        anyhow::ensure!(
-            start.elapsed() < Duration::from_secs(600),
-            "no-op run stalled"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let took = start.elapsed();
-    let _ = stop.send(());
-    task.await??;
-    Ok(took)
+    let h = noop.clone();
+    docflow_bench::run_runtime(kafka, topic, consumer, noop, move || {
+        h.done.load(Ordering::Relaxed) >= n
+    })
+    .await
 }
 
 /// One rollup run in process: the time until all `n` events of `tenant` are counted.

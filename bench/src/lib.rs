@@ -1,6 +1,12 @@
 //! Helpers shared by the benchmark binaries.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use docflow_config::{ConsumerArgs, KafkaArgs};
+use docflow_embedded::unique_name;
+use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
 
 /// p50, p99 and max of `v` (milliseconds in, milliseconds out). `v` must not be empty.
 pub fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -67,4 +73,72 @@ pub fn write_report(out: &std::path::Path, md: &str) -> anyhow::Result<()> {
     std::fs::write(out, md)?;
     println!("wrote {}", out.display());
     Ok(())
+}
+
+#[derive(Debug, Default)]
+/// A handler that does nothing but count: the runtime's own cost.
+pub struct Noop {
+    /// Records handled.
+    pub done: AtomicUsize,
+}
+
+impl Handler for Noop {
+    type Input = ();
+
+    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(&self, _record: &Record, (): &()) -> Result<(), HandlerError> {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Runs `handler` as a new group on `topic` under the runtime until `until()` holds;
+/// returns how long that took (group join included).
+pub async fn run_runtime<H: Handler>(
+    kafka: &KafkaArgs,
+    topic: &str,
+    consumer: ConsumerArgs,
+    handler: Arc<H>,
+    until: impl Fn() -> bool,
+) -> anyhow::Result<Duration> {
+    let spec = ConsumerSpec {
+        group_id: unique_name("bench"),
+        topics: vec![topic.to_owned()],
+        client_id: "bench".into(),
+        producer: None,
+        ledger: None,
+        positions: None,
+    };
+    let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let k = kafka.clone();
+    let task = tokio::spawn(async move {
+        docflow_runtime::run(
+            &k,
+            &consumer,
+            spec,
+            handler,
+            metrics,
+            Arc::new(Health::default()),
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+    });
+    let start = Instant::now();
+    while !until() {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(600),
+            "runtime stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = start.elapsed();
+    let _ = stop.send(());
+    task.await??;
+    Ok(took)
 }

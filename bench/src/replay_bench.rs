@@ -311,6 +311,7 @@ async fn main() -> anyhow::Result<()> {
             .chain(["--topic".to_owned(), backlog.clone()])
             .collect(),
         progress_bar: false,
+        log: None,
     };
     let (ranges, _) = side::ranges_for(&plan, &run, true)?;
     let summary = side::run_side(&stack.kafka(), &plan, &run, &ranges).await?;
@@ -339,6 +340,7 @@ async fn main() -> anyhow::Result<()> {
             .chain(["--topic".to_owned(), big.clone()])
             .collect(),
         progress_bar: false,
+        log: None,
     };
     let (big_ranges, _) = side::ranges_for(&big_plan, &throttled, true)?;
     let (beside50, beside99, _) = live_latency(

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use docflow_config::{ConsumerArgs, KafkaArgs};
 use docflow_embedded::{Stack, unique_name};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::idempotent_producer;
-use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
+use docflow_runtime::{Handler, HandlerError, Record};
 use rand::{Rng, SeedableRng};
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -113,24 +113,6 @@ fn bare_consume(
     Ok(start.elapsed())
 }
 
-#[derive(Default)]
-struct Noop {
-    done: AtomicUsize,
-}
-
-impl Handler for Noop {
-    type Input = ();
-
-    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn handle(&self, _record: &Record, (): &()) -> Result<(), HandlerError> {
-        self.done.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 /// Sleeps as the payload says and records end-to-end latency.
 #[derive(Default)]
 struct Sleeper {
@@ -161,52 +143,6 @@ impl Handler for Sleeper {
         }
         Ok(())
     }
-}
-
-async fn run_runtime<H: Handler>(
-    kafka: &KafkaArgs,
-    topic: &str,
-    consumer: ConsumerArgs,
-    handler: Arc<H>,
-    until: impl Fn() -> bool,
-) -> anyhow::Result<Duration> {
-    let spec = ConsumerSpec {
-        group_id: unique_name("bench"),
-        topics: vec![topic.to_owned()],
-        client_id: "bench".into(),
-        producer: None,
-        ledger: None,
-        positions: None,
-    };
-    let metrics = ConsumerMetrics::new(&prometheus::Registry::new())?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let k = kafka.clone();
-    let task = tokio::spawn(async move {
-        docflow_runtime::run(
-            &k,
-            &consumer,
-            spec,
-            handler,
-            metrics,
-            Arc::new(Health::default()),
-            async {
-                let _ = stopped.await;
-            },
-        )
-        .await
-    });
-    let start = Instant::now();
-    while !until() {
-        anyhow::ensure!(
-            start.elapsed() < Duration::from_secs(600),
-            "runtime stalled"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let took = start.elapsed();
-    let _ = stop.send(());
-    task.await??;
-    Ok(took)
 }
 
 /// Produces the heavy-tailed mix at a fixed rate; the classes come from a fixed seed, so
@@ -305,14 +241,14 @@ async fn main() -> anyhow::Result<()> {
     produce_bulk(&kafka, &topic, args.records).await?;
     let (k, t, parts, n) = (kafka.clone(), topic.clone(), args.partitions, args.records);
     let bare = tokio::task::spawn_blocking(move || bare_consume(&k, &t, parts, n)).await??;
-    let noop = Arc::new(Noop::default());
+    let noop = Arc::new(docflow_bench::Noop::default());
     let h = noop.clone();
     let consumer = ConsumerArgs {
         workers: 8,
         buffer: 64,
         ..ConsumerArgs::default()
     };
-    let runtime = run_runtime(&kafka, &topic, consumer, noop.clone(), move || {
+    let runtime = docflow_bench::run_runtime(&kafka, &topic, consumer, noop.clone(), move || {
         h.done.load(Ordering::Relaxed) >= n
     })
     .await?;
@@ -338,7 +274,7 @@ async fn main() -> anyhow::Result<()> {
                 buffer: args.workers,
                 ..ConsumerArgs::default()
             };
-            run_runtime(&kafka, &topic, consumer, sleeper.clone(), move || {
+            docflow_bench::run_runtime(&kafka, &topic, consumer, sleeper.clone(), move || {
                 s.latencies.lock().map(|l| l.len() >= n).unwrap_or(false)
             })
             .await?;

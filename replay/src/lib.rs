@@ -564,6 +564,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 max_rate: args.max_rate,
                 command: args.command.clone(),
                 progress_bar: true,
+                log: None,
             };
             let (ranges, resumed) = side::ranges_for(&plan, &run, args.execute)?;
             let group = side::side_group(&plan.group, &run.id);

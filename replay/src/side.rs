@@ -203,6 +203,8 @@ pub struct SideRun {
     pub command: Vec<String>,
     /// Show a progress bar.
     pub progress_bar: bool,
+    /// Where the side replica's output goes (default: this terminal).
+    pub log: Option<PathBuf>,
 }
 
 /// The ranges of this replay and whether it resumes: those kept from an earlier run of
@@ -258,6 +260,14 @@ pub async fn run_side(
         .args(["--max-rate", &run.max_rate.to_string()])
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .kill_on_drop(true);
+    if let Some(path) = &run.log {
+        let file = std::fs::File::create(path)
+            .map_err(|e| ReplayError::Task(format!("creating {}: {e}", path.display())))?;
+        let err = file
+            .try_clone()
+            .map_err(|e| ReplayError::Task(format!("{}: {e}", path.display())))?;
+        cmd.stdout(file).stderr(err);
+    }
     let started = Instant::now();
     let mut child = cmd
         .spawn()

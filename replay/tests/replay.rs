@@ -437,21 +437,7 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
-    let mut ids = Vec::new();
-    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
-        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
-        let r = http
-            .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
-            .bearer_auth("tok")
-            .body(bytes)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{name}");
-        let job: serde_json::Value = r.json().await.unwrap();
-        ids.push(job["job_id"].as_str().unwrap().to_owned());
-    }
+    let ids = upload_samples(&http, &stack, "?wait=30s").await;
     let (group, uploaded, processed) = (
         stack.group(THUMBNAILS),
         stack.topics.uploaded.clone(),
@@ -512,6 +498,31 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
     }
     assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
     stack.stop().await.unwrap();
+}
+
+/// The sample documents' directory.
+const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
+
+/// Uploads three sample PDFs as tenant `acme` (token `tok`) with `query`; their job ids.
+async fn upload_samples(http: &reqwest::Client, stack: &Stack, query: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
+        let bytes = std::fs::read(format!("{SAMPLES}/{name}")).unwrap();
+        let r = http
+            .post(format!("{}/v1/documents{query}", stack.ingest_url()))
+            .bearer_auth("tok")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{name}: {}", r.status());
+        if query.contains("wait") {
+            assert_eq!(r.status(), 200, "{name}: every stage done within the wait");
+        }
+        let job: serde_json::Value = r.json().await.unwrap();
+        ids.push(job["job_id"].as_str().unwrap().to_owned());
+    }
+    ids
 }
 
 /// Takes 20 ms a record.
@@ -618,21 +629,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
-    let mut ids = Vec::new();
-    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
-        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
-        let r = http
-            .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
-            .bearer_auth("tok")
-            .body(bytes)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{name}");
-        let job: serde_json::Value = r.json().await.unwrap();
-        ids.push(job["job_id"].as_str().unwrap().to_owned());
-    }
+    let ids = upload_samples(&http, &stack, "?wait=30s").await;
     let (group, uploaded, processed) = (
         stack.group(THUMBNAILS),
         stack.topics.uploaded.clone(),
@@ -672,14 +669,18 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         processed.clone(),
         "--pdfium-lib".into(),
         docflow_embedded::pdfium_library().display().to_string(),
+        "--log-format".into(),
+        "json".into(),
     ]
     .into();
+    std::fs::create_dir_all(&state).unwrap();
     let mut run = docflow_replay::SideRun {
         id: "t1".into(),
         state_dir: state.clone(),
         max_rate: 0.4,
         command,
         progress_bar: false,
+        log: Some(state.join("first.log")),
     };
     let (ranges, resumed) = side::ranges_for(&p, &run, true).unwrap();
     assert!(!resumed);
@@ -707,7 +708,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     // Meanwhile the live group keeps consuming new uploads.
-    let fresh = std::fs::read(format!("{samples}/scan-delivery-note.png")).unwrap();
+    let fresh = std::fs::read(format!("{SAMPLES}/scan-delivery-note.png")).unwrap();
     let r = http
         .post(format!("{}/v1/documents?wait=30s", stack.ingest_url()))
         .bearer_auth("tok")
@@ -730,6 +731,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
 
     // Resumed with the same id: its kept ranges, from where it stopped, unthrottled.
     run.max_rate = 0.0;
+    run.log = Some(state.join("resumed.log"));
     let (kept, resumed) = side::ranges_for(&p, &run, true).unwrap();
     assert!(resumed);
     assert_eq!(kept, ranges);
@@ -737,6 +739,16 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         .await
         .unwrap();
     assert_eq!(summary.group, side_group);
+    // The resumed replica started where the first one's commits said, not at the range start.
+    let log = std::fs::read_to_string(state.join("resumed.log")).unwrap();
+    let resumed_at: Vec<i64> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "replaying a range" && v["fields"]["resumed"] == true)
+        .filter_map(|v| v["fields"]["start"].as_i64())
+        .collect();
+    assert!(resumed_at.iter().any(|s| *s > 0), "{log}");
+    // The range was fixed at the start: the new upload is the live group's alone.
     assert_eq!(
         (summary.records, summary.ok, summary.dead_lettered),
         (3, 3, 0),
@@ -850,21 +862,7 @@ async fn a_replay_with_a_bumped_stage_version_writes_the_new_version_for_the_ran
         .await
         .unwrap();
     let http = reqwest::Client::new();
-    let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../samples");
-    let mut ids = Vec::new();
-    for name in ["invoice-acme.pdf", "report-q3.pdf", "letter-renewal.pdf"] {
-        let bytes = std::fs::read(format!("{samples}/{name}")).unwrap();
-        let r = http
-            .post(format!("{}/v1/documents", stack.ingest_url()))
-            .bearer_auth("tok")
-            .body(bytes)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{name}");
-        let job: serde_json::Value = r.json().await.unwrap();
-        ids.push(job["job_id"].as_str().unwrap().to_owned());
-    }
+    let ids = upload_samples(&http, &stack, "").await;
     let (group, uploaded, processed) = (
         stack.group("sizer"),
         stack.topics.uploaded.clone(),

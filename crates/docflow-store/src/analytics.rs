@@ -674,6 +674,62 @@ mod tests {
         }
     }
 
+    /// Four "replicas" count the same 400 records at once, in chunks, while the live
+    /// position moves up behind what is counted and prunes: every record counts once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_counting_and_position_saves_count_each_record_once() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicI64, Ordering};
+        for (db, a) in backends().await {
+            let records: Arc<Vec<Delivery>> =
+                Arc::new((0..400).map(|o| uploaded(o, "t", 0)).collect());
+            // Offsets below this are counted by someone (a chunk committed).
+            let counted_below = Arc::new(AtomicI64::new(0));
+            let mut tasks = Vec::new();
+            for r in 0..4usize {
+                let (a, records, counted_below) =
+                    (a.clone(), records.clone(), counted_below.clone());
+                tasks.push(tokio::spawn(async move {
+                    for chunk in records.chunks(10 + r * 7) {
+                        loop {
+                            match a.apply(chunk).await {
+                                Ok(_) => break,
+                                // A conflict rolled the transaction back: the runtime retries.
+                                Err(e) if e.is_unavailable() => continue,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                        let end = chunk.last().map_or(0, |d| d.offset + 1);
+                        counted_below.fetch_max(end, Ordering::SeqCst);
+                    }
+                }));
+            }
+            let saver = {
+                let (a, counted_below) = (a.clone(), counted_below.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let w = counted_below.load(Ordering::SeqCst);
+                        a.save_positions("live", &[(("up".into(), 0), w)])
+                            .await
+                            .unwrap();
+                        if w >= 400 {
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                })
+            };
+            for t in tasks {
+                t.await.unwrap();
+            }
+            saver.await.unwrap();
+            let r = a.rollup(None, 0, HOUR_MS, Granularity::Hour).await.unwrap();
+            assert_eq!(r[0].documents, 400, "{:?}", db.backend());
+            a.pool.close().await;
+            db.drop_now().await.unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn stage_results_count_once_and_dead_letters_are_counted_apart() {
         for (db, a) in backends().await {

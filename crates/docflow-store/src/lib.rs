@@ -116,7 +116,7 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
         // SQLSTATEs are five characters; SQLite's numeric codes (531, 5386) are not.
         sqlx::Error::Database(db) => db
             .code()
-            .is_some_and(|c| c.len() == 5 && is_refusal_code(&c)),
+            .is_some_and(|c| (c.len() == 5 && is_refusal_code(&c)) || is_sqlite_busy(&c)),
         _ => false,
     }
 }
@@ -125,13 +125,24 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
 /// class 08 (connection exception), 53 (insufficient resources: too many connections, out
 /// of disk or memory), 57P01–57P05 (shutting down, starting up, idle session ended),
 /// 55000 (the database does not accept connections, `ALLOW_CONNECTIONS false`), 3D000 (the
-/// database does not exist, e.g. while it is restored) and 28000/28P01 (the server refuses
-/// this login).
+/// database does not exist, e.g. while it is restored), 28000/28P01 (the server refuses
+/// this login), and 40001/40P01 (a serialization failure or deadlock rolled the transaction
+/// back: the same transaction again succeeds).
 pub fn is_refusal_code(code: &str) -> bool {
     code.starts_with("08")
         || code.starts_with("53")
         || code.starts_with("57P")
-        || matches!(code, "55000" | "3D000" | "28000" | "28P01")
+        || matches!(
+            code,
+            "55000" | "3D000" | "28000" | "28P01" | "40001" | "40P01"
+        )
+}
+
+/// Whether an SQLite result code (primary or extended, as sqlx reports it) means another
+/// connection holds the lock: `SQLITE_BUSY` (5) or `SQLITE_LOCKED` (6) — a later try
+/// succeeds.
+pub fn is_sqlite_busy(code: &str) -> bool {
+    code.len() < 5 && code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
 }
 
 /// Whether a sqlx error is a unique-constraint violation (someone else won a race).
@@ -218,13 +229,24 @@ mod tests {
     #[test]
     fn refusals_are_unavailable_and_query_errors_are_not() {
         for code in [
-            "08006", "53300", "57P01", "57P03", "55000", "3D000", "28P01",
+            "08006", "53300", "57P01", "57P03", "55000", "3D000", "28P01", "40001", "40P01",
         ] {
             assert!(is_refusal_code(code), "{code}");
         }
         // Unique violation, syntax error, undefined table: the request's fault.
         for code in ["23505", "42601", "42P01", "22P02"] {
             assert!(!is_refusal_code(code), "{code}");
+        }
+        // SQLite: busy and locked (and their extended codes) are; a constraint (19, 2067) not.
+        for (code, busy) in [
+            ("5", true),
+            ("517", true),
+            ("6", true),
+            ("262", true),
+            ("19", false),
+            ("2067", false),
+        ] {
+            assert_eq!(is_sqlite_busy(code), busy, "{code}");
         }
     }
 

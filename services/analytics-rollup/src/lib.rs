@@ -44,7 +44,7 @@ pub struct Config {
 
     /// The group whose positions in the database say what is counted: the live group. A
     /// replay under another `--group` counts only records this group has not counted.
-    /// Default: `--group`.
+    /// Default: `--group` without a `.replay.<id>` suffix.
     #[arg(long, env = "DOCFLOW_LIVE_GROUP")]
     pub live_group: Option<String>,
 
@@ -112,9 +112,16 @@ impl Config {
         Ok(config)
     }
 
-    /// The live group: `--live-group`, else `--group`.
+    /// The live group: `--live-group`, else `--group` without a `.replay.<id>` suffix (so a
+    /// replay started by `docflow replay run --mode side` counts against the live group).
     pub fn live_group(&self) -> &str {
-        self.live_group.as_deref().unwrap_or(&self.group)
+        match &self.live_group {
+            Some(g) => g,
+            None => self
+                .group
+                .split_once(".replay.")
+                .map_or(&self.group, |(live, _)| live),
+        }
     }
 }
 
@@ -189,5 +196,10 @@ mod tests {
         assert_eq!(c.consumer.workers, 3);
         assert_eq!(c.live_group(), GROUP);
         assert_eq!(c.group, "g.replay.1");
+        // A side replay's group counts against its live group without being told.
+        let c = Config::from_args(["x", "--group", "analytics-rollup.replay.3f9c"]).unwrap();
+        assert_eq!(c.live_group(), "analytics-rollup");
+        let c = Config::from_args(["x", "--group", "mine"]).unwrap();
+        assert_eq!(c.live_group(), "mine");
     }
 }

@@ -93,19 +93,31 @@ struct Pending {
     reply: oneshot::Sender<Result<Applied, BatchError>>,
 }
 
-/// Why a batch did not commit (each of its records is then retried by the runtime).
+/// Why a record's batch did not commit.
 #[derive(Debug, Clone)]
 struct BatchError {
+    /// The database is unreachable or busy: the record waits for it (never dead-lettered,
+    /// or its count would be lost with its offset passed).
+    unavailable: bool,
     message: String,
 }
 
 impl From<&StoreError> for BatchError {
     fn from(e: &StoreError) -> Self {
         BatchError {
+            unavailable: e.is_unavailable(),
             message: e.to_string(),
         }
     }
 }
+
+/// The dead-letter class of a record whose counts the database refuses by themselves (a
+/// size that overflows the totals, say): counted as dead-lettered instead.
+pub const REFUSED: &str = "rollup_refused";
+
+/// First and longest wait between tries while the database is unavailable.
+const UNAVAILABLE_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(5));
 
 /// The rollup's handler.
 #[derive(Debug)]
@@ -140,29 +152,48 @@ impl Rollup {
         )
     }
 
-    /// Counts `fact` of `record`; returns once its batch has committed.
+    /// Counts `fact` of `record`; returns once its batch has committed. While the database
+    /// is unavailable it waits and tries again, however long that takes (its worker slot
+    /// stays taken, so at capacity the replica stops taking records); a record the
+    /// database refuses by itself is a permanent error (dead-lettered, counted as such).
     async fn count(
         &self,
         record: &Record,
         input: &'static str,
         fact: Fact,
     ) -> Result<(), HandlerError> {
-        let (reply, answer) = oneshot::channel();
-        let pending = Pending {
-            delivery: Delivery {
-                topic: record.topic.clone(),
-                partition: record.partition,
-                offset: record.offset,
-                fact,
-            },
-            reply,
+        let delivery = Delivery {
+            topic: record.topic.clone(),
+            partition: record.partition,
+            offset: record.offset,
+            fact,
         };
         let stopped = || HandlerError::transient(class::DATABASE, "the batcher has stopped");
-        self.batches.send(pending).await.map_err(|_| stopped())?;
-        let applied = answer
-            .await
-            .map_err(|_| stopped())?
-            .map_err(|e| HandlerError::transient(class::DATABASE, e.message))?;
+        let mut wait = UNAVAILABLE_BACKOFF.0;
+        let applied = loop {
+            let (reply, answer) = oneshot::channel();
+            let pending = Pending {
+                delivery: delivery.clone(),
+                reply,
+            };
+            self.batches.send(pending).await.map_err(|_| stopped())?;
+            match answer.await.map_err(|_| stopped())? {
+                Ok(applied) => break applied,
+                Err(e) if e.unavailable => {
+                    tracing::warn!(
+                        topic = %record.topic,
+                        partition = record.partition,
+                        offset = record.offset,
+                        error = %e.message,
+                        retry_in = ?wait,
+                        "database unavailable; the record waits for it"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(UNAVAILABLE_BACKOFF.1);
+                }
+                Err(e) => return Err(HandlerError::permanent(REFUSED, e.message)),
+            }
+        };
         let result = match applied {
             Applied::Counted => "counted",
             Applied::Duplicate => "duplicate",
@@ -243,7 +274,7 @@ impl Handler for Rollup {
                 partition = record.partition,
                 offset = record.offset,
                 error = %e,
-                "counting a dead letter failed; it is in the DLQ but not in the dead_lettered count"
+                "the database refused a dead letter's count; it is in the DLQ but not in the dead_lettered count"
             );
         }
     }

@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 
 pub mod measure;
 pub mod pdf;
+pub mod process;
 mod stack;
 
 pub use stack::{KeyValue, Stack, StackBuilder, Topics};

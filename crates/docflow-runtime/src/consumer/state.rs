@@ -59,6 +59,9 @@ pub(super) struct State<H> {
     /// `--assign-range`: per partition, where the range starts here and where it ends
     /// (exclusive); empty for a live member of the group.
     ranges: HashMap<Tp, (i64, i64)>,
+    /// Ranged partitions a record at or past the range end was read from: every record of
+    /// the range before it was read too (gaps, a retention reset past the end).
+    ranges_passed: HashSet<Tp>,
 }
 
 /// The consumer's client context.
@@ -211,6 +214,7 @@ impl<H: Handler> State<H> {
             last_save: Instant::now(),
             fatal: None,
             ranges: HashMap::new(),
+            ranges_passed: HashSet::new(),
         }
     }
 
@@ -246,13 +250,15 @@ impl<H: Handler> State<H> {
             return;
         }
         let tp = (record.topic.clone(), record.partition);
-        if self
-            .ranges
-            .get(&tp)
-            .is_some_and(|(start, end)| record.offset < *start || record.offset >= *end)
-        {
+        if let Some((start, end)) = self.ranges.get(&tp) {
             // Outside the replayed range: not this replica's to process.
-            return;
+            if record.offset >= *end {
+                self.ranges_passed.insert(tp);
+                return;
+            }
+            if record.offset < *start {
+                return;
+            }
         }
         let Some(tracker) = self.trackers.get_mut(&tp) else {
             // A record of a partition we no longer own: it will be redelivered to the owner.
@@ -553,17 +559,18 @@ impl<H: Handler> State<H> {
             .collect();
     }
 
-    /// With `--assign-range`: whether every range is done (everything below its end
-    /// handled or dead-lettered).
+    /// With `--assign-range`: whether every range is done: everything below its end
+    /// handled or dead-lettered, or nothing in flight once a record past the end was read
+    /// (offsets missing before the end, or a range the log's retention already passed).
     pub(super) fn ranges_done(&self) -> bool {
         !self.ranges.is_empty()
             && self.ranges.iter().all(|(tp, (start, end))| {
-                let at = self
-                    .trackers
-                    .get(tp)
+                let tracker = self.trackers.get(tp);
+                let at = tracker
                     .and_then(PartitionTracker::watermark)
                     .unwrap_or(*start);
-                at >= *end
+                let idle = tracker.is_none_or(|t| t.in_flight() == 0);
+                at >= *end || (idle && self.ranges_passed.contains(tp))
             })
     }
 

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use docflow_embedded::process::{Replica, metric};
 use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_events::{DocProcessed, DocUploaded, EventCodec, Outcome};
 use docflow_runtime::producer::idempotent_producer;
@@ -130,10 +131,7 @@ impl Bed {
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
-        Replica {
-            child: Some(cmd.spawn().unwrap()),
-            metrics_port,
-        }
+        Replica::spawn(cmd, name, metrics_port).unwrap()
     }
 
     async fn send(&self, topic: &str, key: &str, value: Vec<u8>) {
@@ -422,66 +420,4 @@ impl Bed {
         self.pool.close().await;
         self.stack.stop().await.unwrap();
     }
-}
-
-/// A replica process.
-pub struct Replica {
-    child: Option<Child>,
-    pub metrics_port: u16,
-}
-
-impl Replica {
-    /// SIGKILL: no drain, no commit, no position save.
-    pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-
-    /// SIGTERM and wait; whether it exited 0.
-    pub fn terminate(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else {
-            return false;
-        };
-        let status = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        c.wait().unwrap().success()
-    }
-
-    /// The replica's Prometheus text (waits for the endpoint to come up).
-    pub async fn metrics(&self) -> String {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        for _ in 0..200 {
-            if let Ok(r) = reqwest::get(&url).await
-                && let Ok(text) = r.text().await
-            {
-                return text;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("no metrics at {url}");
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The sum of a metric's lines whose labels contain all of `with`.
-pub fn metric(text: &str, name: &str, with: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.split(['{', ' ']).next() == Some(name))
-        .filter(|l| with.iter().all(|w| l.contains(w)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }

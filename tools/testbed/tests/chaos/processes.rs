@@ -63,7 +63,7 @@ async fn clean_shutdown_and_restart_redeliver_nothing() {
     bed.produce(&all).await;
     let args = ["--workers", "4", "--buffer", "4", "--work-ms", "4"];
     let mut first = bed.spawn("first", &args);
-    first.wait_ready().await;
+    first.wait_ready().await.unwrap();
     bed.wait_rows(300, Duration::from_secs(60)).await;
     assert!(first.terminate(), "exit 0 after SIGTERM");
     let at_stop = bed.rows().await;
@@ -91,7 +91,7 @@ async fn scale_out_and_in_loses_nothing() {
     bed.produce(&all).await;
     let args = ["--workers", "2", "--buffer", "2", "--work-ms", "6"];
     let mut a = bed.spawn("a", &args);
-    a.wait_ready().await;
+    a.wait_ready().await.unwrap();
     bed.wait_rows(200, Duration::from_secs(60)).await;
     let mut b = bed.spawn("b", &args);
     let mut c = bed.spawn("c", &args);
@@ -137,9 +137,9 @@ async fn handler_longer_than_max_poll_interval_causes_no_rebalance() {
             "6s",
         ],
     );
-    r.wait_ready().await;
+    r.wait_ready().await.unwrap();
     bed.wait_rows(3, Duration::from_secs(60)).await;
-    let m = r.metrics().await;
+    let m = r.metrics().await.unwrap();
     assert!(r.terminate());
     assert_eq!(
         metric(
@@ -245,7 +245,7 @@ async fn poison_records_are_dead_lettered_once_with_headers() {
     let extra = tokio::time::timeout(Duration::from_secs(3), consumer.recv()).await;
     assert!(extra.is_err(), "no duplicate dead letters");
     drop(consumer);
-    let m = r.metrics().await;
+    let m = r.metrics().await.unwrap();
     assert!(r.terminate());
     seen.sort();
     assert_eq!(seen, poison);
@@ -328,7 +328,7 @@ async fn a_record_that_kills_its_process_is_dead_lettered_after_max_crash_delive
     );
 
     // The replica that dead-lettered it is healthy and stays up.
-    r.wait_ready().await;
+    r.wait_ready().await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!r.exited(), "{}", bed.logs_tail());
     assert!(r.terminate());

@@ -1,9 +1,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
+pub use docflow_embedded::process::{Replica, metric};
 use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_runtime::producer::idempotent_producer;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -91,11 +92,7 @@ impl Bed {
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
-        Replica {
-            child: Some(cmd.spawn().unwrap()),
-            metrics_port,
-            name: name.to_owned(),
-        }
+        Replica::spawn(cmd, name, metrics_port).unwrap()
     }
 
     /// Every record of the group's dead-letter topic: (value, error class header).
@@ -222,83 +219,4 @@ impl Bed {
 
 pub fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i:06}")).collect()
-}
-
-/// A testbed process.
-pub struct Replica {
-    child: Option<Child>,
-    pub metrics_port: u16,
-    pub name: String,
-}
-
-impl Replica {
-    /// Whether the process has exited (crashed) on its own.
-    pub fn exited(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_some())
-    }
-
-    /// SIGKILL: no drain, no commit.
-    pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-
-    /// SIGTERM and wait; returns whether it exited 0.
-    pub fn terminate(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else {
-            return false;
-        };
-        let status = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        c.wait().unwrap().success()
-    }
-
-    /// The replica's Prometheus text.
-    pub async fn metrics(&self) -> String {
-        reqwest::get(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    }
-
-    /// Waits until `/readyz` answers 200.
-    pub async fn wait_ready(&self) {
-        for _ in 0..300 {
-            if let Ok(r) =
-                reqwest::get(format!("http://127.0.0.1:{}/readyz", self.metrics_port)).await
-                && r.status() == 200
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{} never became ready", self.name);
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The value of a metric line `name{...labels containing all of `with`...} value`.
-pub fn metric(text: &str, name: &str, with: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter(|l| with.iter().all(|w| l.contains(w)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
