@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{analytics, dev, schemas, tokens, topics, upload};
+use crate::{analytics, dev, plan, schemas, simulate, tokens, topics, upload};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -33,6 +33,10 @@ enum Command {
     /// API tokens kept in the database (accepted by the ingest API).
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Scaling settings (lagThreshold, min/max replicas, ...) from measured service times.
+    Plan(plan::PlanArgs),
+    /// Simulate the scale-up path for a rate step (seed arithmetic, KEDA + HPA rules).
+    Simulate(simulate::SimulateArgs),
     /// The analytics rollup (per tenant per hour or day), read from the database.
     Analytics(analytics::AnalyticsArgs),
     /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
@@ -130,6 +134,8 @@ impl Cli {
                 replication,
             }) => topics::create(&kafka, uploaded_partitions, replication).await,
             Command::Analytics(args) => analytics::run(args).await,
+            Command::Simulate(args) => simulate::run_simulate(args),
+            Command::Plan(args) => plan::run_plan(args),
             Command::Replay(command) => docflow_replay::run(*command).await,
         }
     }

@@ -302,3 +302,47 @@ async fn replay_plans_and_resets_a_group() {
     assert_eq!(committed(), Offset::Offset(6));
     stack.stop().await.unwrap();
 }
+
+/// `docflow plan` and `docflow simulate` with the seed's figures: Little's law gives a
+/// lagThreshold of 5, the budget 40 replicas; the simulated 80 → 200 step with one decision
+/// at the step is ≈ 7.6 min outside the SLA, and lag alone does worse.
+#[test]
+fn plan_and_simulate_reproduce_the_seeds_figures() {
+    let out = docflow()
+        .args(["plan", "--partitions", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("lagThreshold: \"5\""), "{text}");
+    assert!(text.contains("maxReplicaCount: 40"), "{text}");
+    assert!(text.contains("limited by the budget"), "{text}");
+
+    let out = docflow().args(["simulate"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {name}")))
+            .unwrap_or_else(|| panic!("no row {name}: {text}"))
+            .to_owned()
+    };
+    assert!(row("oracle").contains("(7.6 min)"), "{text}");
+    assert!(row("no scaling").contains("(29.0 min)"), "{text}");
+    let minutes = |l: String| -> f64 {
+        let before = l.split(" min)").next().unwrap().to_owned();
+        before.rsplit('(').next().unwrap().parse().unwrap()
+    };
+    assert!(
+        minutes(row("KEDA lag trigger only")) > minutes(row("KEDA lag + rate")),
+        "{text}"
+    );
+}
