@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{analytics, dev, plan, schemas, simulate, tokens, topics, upload};
+use crate::{analytics, calibrate, dev, plan, schemas, simulate, tokens, topics, upload};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -33,6 +33,8 @@ enum Command {
     /// API tokens kept in the database (accepted by the ingest API).
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// A stage's service time (p50/p99) on sample documents, by its real work.
+    Calibrate(calibrate::CalibrateArgs),
     /// Scaling settings (lagThreshold, min/max replicas, ...) from measured service times.
     Plan(plan::PlanArgs),
     /// Simulate the scale-up path for a rate step (seed arithmetic, KEDA + HPA rules).
@@ -136,6 +138,7 @@ impl Cli {
             Command::Analytics(args) => analytics::run(args).await,
             Command::Simulate(args) => simulate::run_simulate(args),
             Command::Plan(args) => plan::run_plan(args),
+            Command::Calibrate(args) => calibrate::run_calibrate(args).await,
             Command::Replay(command) => docflow_replay::run(*command).await,
         }
     }

@@ -3,6 +3,7 @@
 use clap::Parser;
 
 mod analytics;
+mod calibrate;
 mod cli;
 mod dev;
 mod plan;

@@ -346,3 +346,43 @@ fn plan_and_simulate_reproduce_the_seeds_figures() {
         "{text}"
     );
 }
+
+/// `docflow calibrate` runs the real thumbnails stage (its render worker processes) on
+/// the samples and reports p50/p99 with the plan line they feed.
+#[test]
+fn calibrate_measures_the_real_stage_on_the_samples() {
+    let out = docflow()
+        .args([
+            "calibrate",
+            "--stage",
+            "thumbnails",
+            "--runs",
+            "2",
+            "--samples",
+        ])
+        .arg(root().join("samples"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("thumbnails: 4 documents × 2 runs (8 measurements"),
+        "{text}"
+    );
+    assert!(
+        text.contains("next: docflow plan --stage thumbnails --p50 "),
+        "{text}"
+    );
+    let out = docflow()
+        .args(["calibrate", "--stage", "nope"])
+        .arg("--samples")
+        .arg(root().join("samples"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown stage"));
+}
