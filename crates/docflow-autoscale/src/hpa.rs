@@ -1,10 +1,13 @@
 //! KEDA's Kafka scaler and the Horizontal Pod Autoscaler, as arithmetic.
 //!
-//! KEDA reports, for a consumer group on a topic, the total lag (each partition's latest
-//! offset minus the group's committed offset; a partition with no commit counts its whole
-//! log under `offsetResetPolicy: earliest` and nothing under `latest`), capped at
-//! `lagThreshold × partitions` unless `allowIdleConsumers` (more replicas than partitions
-//! would sit idle); the group is active above `activationLagThreshold`. The HPA turns the
+//! KEDA reports, for a consumer group on a topic, the total lag: each partition's latest
+//! offset minus the group's committed offset; a partition with no commit counts 1 under
+//! `offsetResetPolicy: latest` (so a new group still gets a replica) and its latest offset
+//! under `earliest`, both 0 with `scaleToZeroOnInvalidOffset`. Unless `allowIdleConsumers`,
+//! the total is capped to `lagThreshold × partitions` when `total / lagThreshold` (integer
+//! division) exceeds the partitions — or the partitions with lag, with
+//! `limitToPartitionsWithLag`; the group is active when the total exceeds
+//! `activationLagThreshold`. The HPA turns the
 //! metric (target type `AverageValue` = `lagThreshold`) into
 //! `desired = ceil(metric / lagThreshold)` unless `metric / (lagThreshold × current)` is
 //! within the 10 % tolerance of 1, then applies its behaviour: stabilisation windows (up: the
@@ -43,6 +46,10 @@ pub struct KafkaTrigger {
     pub offset_reset_policy: ResetPolicy,
     /// Whether replicas beyond the partition count are allowed.
     pub allow_idle_consumers: bool,
+    /// A partition without a commit counts 0 instead of 1 (latest) or its log (earliest).
+    pub scale_to_zero_on_invalid_offset: bool,
+    /// Cap at the partitions that have lag rather than all partitions.
+    pub limit_to_partitions_with_lag: bool,
 }
 
 /// What KEDA reports: the metric and whether the group is active.
@@ -58,20 +65,27 @@ pub struct KafkaMetric {
 
 /// KEDA's Kafka metric for `partitions`.
 pub fn kafka_metric(trigger: &KafkaTrigger, partitions: &[PartitionOffsets]) -> KafkaMetric {
-    let total_lag: i64 = partitions
-        .iter()
-        .map(|p| match (p.committed, trigger.offset_reset_policy) {
-            (Some(c), _) => (p.latest - c).max(0),
-            (None, ResetPolicy::Earliest) => (p.latest - p.earliest).max(0),
-            (None, ResetPolicy::Latest) => 0,
-        })
-        .sum();
-    let metric = if trigger.allow_idle_consumers {
-        total_lag
-    } else {
-        let n = i64::try_from(partitions.len()).unwrap_or(i64::MAX);
-        total_lag.min(trigger.lag_threshold.saturating_mul(n))
+    let lag_of = |p: &PartitionOffsets| match (p.committed, trigger.offset_reset_policy) {
+        (Some(c), _) => p.latest - c,
+        (None, _) if trigger.scale_to_zero_on_invalid_offset => 0,
+        (None, ResetPolicy::Latest) => 1,
+        (None, ResetPolicy::Earliest) => p.latest,
     };
+    let lags: Vec<i64> = partitions.iter().map(lag_of).collect();
+    let total_lag: i64 = lags.iter().sum();
+    let mut metric = total_lag;
+    if !trigger.allow_idle_consumers || trigger.limit_to_partitions_with_lag {
+        let upper = if trigger.limit_to_partitions_with_lag {
+            lags.iter().filter(|l| **l > 0).count()
+        } else {
+            partitions.len()
+        };
+        let upper = i64::try_from(upper).unwrap_or(i64::MAX);
+        let threshold = trigger.lag_threshold.max(1);
+        if total_lag / threshold > upper {
+            metric = upper * threshold;
+        }
+    }
     KafkaMetric {
         metric,
         total_lag,
@@ -285,36 +299,46 @@ mod tests {
             activation_lag_threshold: 0,
             offset_reset_policy: ResetPolicy::Latest,
             allow_idle_consumers: idle,
+            scale_to_zero_on_invalid_offset: false,
+            limit_to_partitions_with_lag: false,
+        }
+    }
+
+    fn at(committed: Option<i64>, latest: i64) -> PartitionOffsets {
+        PartitionOffsets {
+            committed,
+            earliest: 0,
+            latest,
         }
     }
 
     #[test]
-    fn kafka_metric_caps_at_the_partitions_unless_idle_consumers_are_allowed() {
-        let parts = [
-            PartitionOffsets {
-                committed: Some(0),
-                earliest: 0,
-                latest: 100,
-            },
-            PartitionOffsets {
-                committed: Some(90),
-                earliest: 0,
-                latest: 100,
-            },
-            PartitionOffsets {
-                committed: None,
-                earliest: 0,
-                latest: 50,
-            },
-        ];
+    fn kafka_metric_follows_the_scalers_rules() {
+        let parts = [at(Some(0), 100), at(Some(90), 100), at(None, 50)];
+        // No commit under latest counts 1: 100 + 10 + 1.
         let m = kafka_metric(&trigger(false), &parts);
-        assert_eq!((m.total_lag, m.metric, m.active), (110, 30, true));
-        assert_eq!(kafka_metric(&trigger(true), &parts).metric, 110);
+        assert_eq!((m.total_lag, m.metric, m.active), (111, 30, true));
+        assert_eq!(kafka_metric(&trigger(true), &parts).metric, 111);
         let mut t = trigger(true);
         t.offset_reset_policy = ResetPolicy::Earliest;
-        assert_eq!(kafka_metric(&t, &parts).total_lag, 160);
+        assert_eq!(
+            kafka_metric(&t, &parts).total_lag,
+            160,
+            "no commit: the latest offset"
+        );
+        t.scale_to_zero_on_invalid_offset = true;
+        assert_eq!(kafka_metric(&t, &parts).total_lag, 110);
         t.activation_lag_threshold = 200;
         assert!(!kafka_metric(&t, &parts).active);
+        // The cap compares with integer division: 35 / 10 = 3 is not above 3 partitions.
+        let three = [at(Some(0), 35), at(Some(0), 0), at(Some(0), 0)];
+        assert_eq!(kafka_metric(&trigger(false), &three).metric, 35);
+        let three = [at(Some(0), 45), at(Some(0), 0), at(Some(0), 0)];
+        assert_eq!(kafka_metric(&trigger(false), &three).metric, 30);
+        // Only partitions with lag count as the bound: one here.
+        let mut lagging = trigger(true);
+        lagging.limit_to_partitions_with_lag = true;
+        assert_eq!(kafka_metric(&lagging, &three).metric, 10);
     }
 
     #[test]
