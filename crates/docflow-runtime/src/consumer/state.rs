@@ -123,7 +123,7 @@ impl<H: Handler> ConsumerContext for Ctx<H> {
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 self.pre_rebalance(consumer, &Rebalance::Assign(tpl));
-                self.lock().place(tpl);
+                self.lock().place(consumer, tpl);
                 let assigned = if cooperative {
                     consumer.incremental_assign(tpl)
                 } else {
@@ -173,6 +173,32 @@ impl<H: Handler> ConsumerContext for Ctx<H> {
             Rebalance::Revoke(_) => {}
         }
     }
+}
+
+/// A stored position beyond its partition's log end: the store does not describe this
+/// topic (recreated, truncated, or a database from elsewhere), and starting there would
+/// pass records as done that were never seen. `None` when all are within the logs (or the
+/// log ends cannot be read: nothing to compare with).
+fn past_the_log_end<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    positions: &HashMap<Tp, i64>,
+) -> Option<String> {
+    for ((topic, partition), next) in positions {
+        match consumer.fetch_watermarks(topic, *partition, Duration::from_secs(5)) {
+            Ok((_, end)) if *next > end => {
+                return Some(format!(
+                    "the stored position {next} of {topic}/{partition} is past the log end {end}: \
+                     the position store does not match this topic (recreated? a database from \
+                     elsewhere?); starting there would pass unseen records as done"
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(%topic, partition, error = %e, "log end unknown; the stored position is not checked")
+            }
+        }
+    }
+    None
 }
 
 fn tps_of(tpl: &TopicPartitionList) -> Vec<Tp> {
@@ -355,7 +381,7 @@ impl<H: Handler> State<H> {
     /// With a position store: sets each assigned partition's starting offset in `tpl` to the
     /// stored position, or the partition's beginning where none is stored. A store that
     /// keeps failing marks the replica fatal (it stops and exits with the error).
-    fn place(&mut self, tpl: &mut TopicPartitionList) {
+    fn place(&mut self, consumer: &BaseConsumer<Ctx<H>>, tpl: &mut TopicPartitionList) {
         let Some(store) = self.shared.positions.clone() else {
             return;
         };
@@ -372,6 +398,11 @@ impl<H: Handler> State<H> {
             match loaded {
                 Ok(Ok(positions)) => {
                     let known: HashMap<Tp, i64> = positions.into_iter().collect();
+                    if let Some(why) = past_the_log_end(consumer, &known) {
+                        tracing::error!(%group, error = %why, "refusing to start past the log end");
+                        self.fatal = Some(why);
+                        return;
+                    }
                     for (topic, partition) in &tps {
                         let offset = match known.get(&(topic.clone(), *partition)) {
                             Some(next) => Offset::Offset(*next),

@@ -175,3 +175,37 @@ async fn poison_reset_and_replay_never_double_count() {
     drop(side);
     bed.finish().await;
 }
+
+/// A database whose position is past the topic's log end (the topic recreated, a database
+/// from elsewhere) is refused: the replica stops with the reason instead of passing the
+/// records below that position as counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_past_the_log_end_is_refused() {
+    let bed = Bed::new(Db::Sqlite, 1).await;
+    bed.produce(&uploads(5, 4)).await;
+    sqlx::query(
+        "INSERT INTO analytics_positions (consumer_group, topic, part, next_offset) VALUES ($1, $2, 0, 1000)",
+    )
+    .bind(&bed.group)
+    .bind(bed.uploaded_topic())
+    .execute(&bed.pool)
+    .await
+    .unwrap();
+    let mut r = bed.spawn("refused", &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !r.exited() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running\n{}",
+            bed.logs_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = bed.log("refused");
+    assert!(
+        log.contains("the stored position 1000") && log.contains("past the log end 5"),
+        "{log}"
+    );
+    assert_eq!(bed.counted_documents().await, 0);
+    bed.finish().await;
+}

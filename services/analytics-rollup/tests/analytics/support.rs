@@ -399,6 +399,11 @@ impl Bed {
         c.commit(&tpl, CommitMode::Sync).unwrap();
     }
 
+    /// The whole log of replica `name`.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
     pub fn logs_tail(&self) -> String {
         let mut out = String::new();
         if let Ok(dir) = std::fs::read_dir(&self.logs) {
