@@ -287,6 +287,35 @@ fn run_group(
     (stop, task)
 }
 
+/// Waits until `group`'s committed offsets on `topic` add up to `n`; panics with `what`
+/// after `timeout`.
+async fn wait_committed(
+    stack: &Stack,
+    group: &str,
+    topic: &str,
+    n: i64,
+    timeout: Duration,
+    what: &str,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while stack.committed(group, topic).await.unwrap() < n {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The newest stage runs of each of `ids` (tenant `acme`).
+async fn latest_runs(
+    store: &docflow_store::ResultStore,
+    ids: &[String],
+) -> Vec<Vec<docflow_store::StageRun>> {
+    let mut runs = Vec::new();
+    for id in ids {
+        runs.push(store.latest_runs("acme", id).await.unwrap());
+    }
+    runs
+}
+
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !check() {
@@ -398,14 +427,15 @@ async fn dead_letters_are_redriven_for_their_group_once() {
     .await;
     // The other group saw four redriven records go by (it committed past all nine) and
     // handled none of them.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&b, &topic).await.unwrap() < 9 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "bystander never passed them"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &b,
+        &topic,
+        9,
+        Duration::from_secs(60),
+        "bystander never passed them",
+    )
+    .await;
     assert_eq!(bystander.handled.lock().unwrap().len(), 5);
     assert_eq!(stack.records(&topic).await.unwrap().len(), 9);
     assert_eq!(
@@ -443,17 +473,18 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
         stack.topics.uploaded.clone(),
         stack.topics.processed.clone(),
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &group,
+        &uploaded,
+        3,
+        Duration::from_secs(60),
+        "the group did not get there",
+    )
+    .await;
     let store =
         docflow_store::ResultStore::new(docflow_store::open(&stack.database_url, 2).await.unwrap());
-    let mut before = Vec::new();
-    for id in &ids {
-        before.push(store.latest_runs("acme", id).await.unwrap());
-    }
+    let before = latest_runs(&store, &ids).await;
     assert_eq!(stack.records(&processed).await.unwrap().len(), 3);
 
     // Back two records. Refused while the stage is a member of its group.
@@ -484,14 +515,15 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
 
     // Back: it works through offsets 1 and 2 again and commits the end.
     stack.start_thumbnails().await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the range was not reprocessed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &group,
+        &uploaded,
+        3,
+        Duration::from_secs(60),
+        "the range was not reprocessed",
+    )
+    .await;
     // Same version: the same rows (not rewritten) and no second announcement.
     for (id, runs) in ids.iter().zip(&before) {
         assert_eq!(&store.latest_runs("acme", id).await.unwrap(), runs, "{id}");
@@ -596,11 +628,15 @@ async fn the_rate_is_measured_from_a_replicas_metrics() {
         .unwrap();
     });
     // Busy before the sample starts.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&group, &topic).await.unwrap() < 20 {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &group,
+        &topic,
+        20,
+        Duration::from_secs(60),
+        "the group did not get there",
+    )
+    .await;
     let url = format!("http://127.0.0.1:{port}/metrics");
     let rate = docflow_replay::rate::measure(&[url], &group, Duration::from_secs(2))
         .await
@@ -635,17 +671,18 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         stack.topics.uploaded.clone(),
         stack.topics.processed.clone(),
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&group, &uploaded).await.unwrap() < 3 {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &group,
+        &uploaded,
+        3,
+        Duration::from_secs(60),
+        "the group did not get there",
+    )
+    .await;
     let store =
         docflow_store::ResultStore::new(docflow_store::open(&stack.database_url, 2).await.unwrap());
-    let mut before = Vec::new();
-    for id in &ids {
-        before.push(store.latest_runs("acme", id).await.unwrap());
-    }
+    let before = latest_runs(&store, &ids).await;
 
     let mut t = target();
     t.to_earliest = true;
@@ -720,14 +757,15 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
     interrupted.abort();
     let _ = interrupted.await;
     assert!(done_before < 3, "stopped part-way ({done_before} of 3)");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while stack.committed(&group, &uploaded).await.unwrap() < 4 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the live group stalled"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        &stack,
+        &group,
+        &uploaded,
+        4,
+        Duration::from_secs(30),
+        "the live group stalled",
+    )
+    .await;
 
     // Resumed with the same id: its kept ranges, from where it stopped, unthrottled.
     run.max_rate = 0.0;
@@ -840,11 +878,15 @@ async fn run_stage_until<S: docflow_stage::Stage>(stack: &Stack, stage: S, commi
         })
         .await
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.committed(&group, &topic).await.unwrap() < committed {
-        assert!(tokio::time::Instant::now() < deadline, "the stage stalled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_committed(
+        stack,
+        &group,
+        &topic,
+        committed,
+        Duration::from_secs(60),
+        "the stage stalled",
+    )
+    .await;
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }

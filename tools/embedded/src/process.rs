@@ -100,6 +100,24 @@ impl Drop for Replica {
     }
 }
 
+/// The last `lines` lines of every log file in `dir`, each under its path: what a failing
+/// process test prints.
+pub fn logs_tail(dir: &std::path::Path, lines: usize) -> String {
+    let mut out = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+            out.push_str(&format!("--- {} ---\n", e.path().display()));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// The sum of the values of metric `name`'s lines whose labels contain all of `with`.
 pub fn metric(text: &str, name: &str, with: &[&str]) -> f64 {
     text.lines()

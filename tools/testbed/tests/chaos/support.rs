@@ -195,19 +195,7 @@ impl Bed {
     }
 
     pub fn logs_tail(&self) -> String {
-        let mut out = String::new();
-        if let Ok(dir) = std::fs::read_dir(&self.logs) {
-            for e in dir.flatten() {
-                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(15).collect();
-                out.push_str(&format!("--- {} ---\n", e.path().display()));
-                for l in tail.into_iter().rev() {
-                    out.push_str(l);
-                    out.push('\n');
-                }
-            }
-        }
-        out
+        docflow_embedded::process::logs_tail(&self.logs, 15)
     }
 
     pub async fn finish(self) {
