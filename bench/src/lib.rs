@@ -142,3 +142,36 @@ pub async fn run_runtime<H: Handler>(
     task.await??;
     Ok(took)
 }
+
+/// Produces `n` records to `topic` (`record(i)` gives key and payload), at `rate` per second
+/// or as fast as the producer takes them, and waits for every ack.
+pub async fn produce(
+    kafka: &KafkaArgs,
+    topic: &str,
+    n: usize,
+    rate: Option<f64>,
+    record: impl Fn(usize) -> (String, String),
+) -> anyhow::Result<()> {
+    let producer = docflow_runtime::producer::idempotent_producer(kafka, "bench")?;
+    let mut pending = Vec::with_capacity(n);
+    let mut tick = rate.map(|r| tokio::time::interval(Duration::from_secs_f64(1.0 / r)));
+    for i in 0..n {
+        if let Some(t) = &mut tick {
+            t.tick().await;
+        }
+        let (key, payload) = record(i);
+        pending.push(
+            producer
+                .send_result(
+                    rdkafka::producer::FutureRecord::to(topic)
+                        .key(&key)
+                        .payload(&payload),
+                )
+                .map_err(|(e, _)| e)?,
+        );
+    }
+    for p in pending {
+        p.await?.map_err(|(e, _)| e)?;
+    }
+    Ok(())
+}

@@ -18,15 +18,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use docflow_config::{ConsumerArgs, KafkaArgs};
+use docflow_bench::produce;
+use docflow_config::ConsumerArgs;
 use docflow_embedded::{Stack, unique_name, workspace_binary};
 use docflow_replay::{Output, PlanArgs, SideRun, TargetArgs, side};
 use docflow_runtime::metrics::now_ms;
-use docflow_runtime::producer::idempotent_producer;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::FutureRecord;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -53,55 +50,14 @@ struct Args {
 const WORK_MS: u64 = 5;
 const WORKERS: usize = 8;
 
-async fn produce(
-    kafka: &KafkaArgs,
-    topic: &str,
-    n: usize,
-    rate: Option<f64>,
-) -> anyhow::Result<()> {
-    let producer = idempotent_producer(kafka, "bench-replay")?;
-    let mut pending = Vec::with_capacity(n);
-    let mut tick = rate.map(|r| tokio::time::interval(Duration::from_secs_f64(1.0 / r)));
-    for i in 0..n {
-        if let Some(t) = &mut tick {
-            t.tick().await;
-        }
+/// Record `i` of `topic`: key and payload `<topic>-<i>`, an id unique across topics (the
+/// testbed keys its rows by it).
+fn id_of(topic: &str) -> impl Fn(usize) -> (String, String) + use<> {
+    let topic = topic.to_owned();
+    move |i| {
         let id = format!("{topic}-{i:07}");
-        pending.push(
-            producer
-                .send_result(FutureRecord::to(topic).key(&id).payload(&id))
-                .map_err(|(e, _)| e)?,
-        );
+        (id.clone(), id)
     }
-    for p in pending {
-        p.await?.map_err(|(e, _)| e)?;
-    }
-    Ok(())
-}
-
-fn committed_sum(
-    kafka: &KafkaArgs,
-    group: &str,
-    topic: &str,
-    partitions: i32,
-) -> anyhow::Result<i64> {
-    let c: BaseConsumer = kafka
-        .client_config("bench-replay-inspect")
-        .set("group.id", group)
-        .create()?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let got = c.committed_offsets(tpl, Duration::from_secs(10))?;
-    Ok(got
-        .elements()
-        .iter()
-        .map(|e| match e.offset() {
-            Offset::Offset(o) => o,
-            _ => 0,
-        })
-        .sum())
 }
 
 fn testbed_command(stack: &Stack) -> anyhow::Result<Vec<String>> {
@@ -142,12 +98,7 @@ fn plan_args(stack: &Stack, group: &str, topic: &str) -> PlanArgs {
 }
 
 /// The live group over the backlog: a testbed process from start to the last commit.
-async fn live_rate(
-    stack: &Stack,
-    topic: &str,
-    partitions: i32,
-    n: usize,
-) -> anyhow::Result<Duration> {
+async fn live_rate(stack: &Stack, topic: &str, n: usize) -> anyhow::Result<Duration> {
     let group = unique_name("live");
     let cmd = testbed_command(stack)?;
     let start = Instant::now();
@@ -165,11 +116,8 @@ async fn live_rate(
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
-    let kafka = stack.kafka();
     loop {
-        let (k, g, t) = (kafka.clone(), group.clone(), topic.to_owned());
-        let done =
-            tokio::task::spawn_blocking(move || committed_sum(&k, &g, &t, partitions)).await??;
+        let done = stack.committed(&group, topic).await?;
         if done >= i64::try_from(n)? {
             break;
         }
@@ -242,7 +190,7 @@ async fn live_latency(
     });
     // Warm-up: the live replica has joined and handled a record before the clock starts,
     // and the side replica is running (2 s after its start).
-    produce(&stack.kafka(), &topic, 1, None).await?;
+    produce(&stack.kafka(), &topic, 1, None, id_of(&topic)).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     while timed.latencies.lock().map(|l| l.is_empty()).unwrap_or(true) {
         anyhow::ensure!(Instant::now() < deadline, "live replica never started");
@@ -257,7 +205,7 @@ async fn live_latency(
     if let Ok(mut l) = timed.latencies.lock() {
         l.clear();
     }
-    produce(&stack.kafka(), &topic, n, Some(rate)).await?;
+    produce(&stack.kafka(), &topic, n, Some(rate), id_of(&topic)).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     while timed.latencies.lock().map(|l| l.len()).unwrap_or(0) < n {
         anyhow::ensure!(Instant::now() < deadline, "live group stalled");
@@ -297,8 +245,15 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. Rates over the same backlog.
     let backlog = stack.topic("bench-replay-backlog", args.partitions).await?;
-    produce(&stack.kafka(), &backlog, args.records, None).await?;
-    let live = live_rate(&stack, &backlog, args.partitions, args.records).await?;
+    produce(
+        &stack.kafka(),
+        &backlog,
+        args.records,
+        None,
+        id_of(&backlog),
+    )
+    .await?;
+    let live = live_rate(&stack, &backlog, args.records).await?;
     let live_rate = args.records as f64 / live.as_secs_f64();
     println!("live: {live_rate:.0} records/s");
     let plan = docflow_replay::plan(plan_args(&stack, &unique_name("stage"), &backlog)).await?;
@@ -329,7 +284,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     println!("live alone: p50 {alone50} ms, p99 {alone99} ms");
     let big = stack.topic("bench-replay-big", args.partitions).await?;
-    produce(&stack.kafka(), &big, args.records * 4, None).await?;
+    produce(&stack.kafka(), &big, args.records * 4, None, id_of(&big)).await?;
     let big_plan = docflow_replay::plan(plan_args(&stack, &unique_name("stage"), &big)).await?;
     let throttled = SideRun {
         id: "throttled".into(),

@@ -49,24 +49,6 @@ struct Args {
     out: std::path::PathBuf,
 }
 
-async fn produce_bulk(kafka: &KafkaArgs, topic: &str, n: usize) -> anyhow::Result<()> {
-    let producer = idempotent_producer(kafka, "bench")?;
-    let mut pending = Vec::with_capacity(n);
-    for i in 0..n {
-        let key = format!("k{i}");
-        let payload = format!("{i:08}");
-        pending.push(
-            producer
-                .send_result(FutureRecord::to(topic).key(&key).payload(&payload))
-                .map_err(|(e, _)| e)?,
-        );
-    }
-    for p in pending {
-        p.await?.map_err(|(e, _)| e)?;
-    }
-    Ok(())
-}
-
 /// A plain consumer reading every partition of `topic` from the beginning, no group
 /// membership, no commits.
 fn from_beginning(
@@ -238,7 +220,10 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. Throughput.
     let topic = stack.topic("bench-throughput", args.partitions).await?;
-    produce_bulk(&kafka, &topic, args.records).await?;
+    docflow_bench::produce(&kafka, &topic, args.records, None, |i| {
+        (format!("k{i}"), format!("{i:08}"))
+    })
+    .await?;
     let (k, t, parts, n) = (kafka.clone(), topic.clone(), args.partitions, args.records);
     let bare = tokio::task::spawn_blocking(move || bare_consume(&k, &t, parts, n)).await??;
     let noop = Arc::new(docflow_bench::Noop::default());

@@ -12,9 +12,11 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docflow_config::KafkaArgs;
+use rdkafka::consumer::BaseConsumer;
 
 use crate::{Plan, ReplayError, broker};
 
@@ -149,16 +151,10 @@ pub fn range_flags(topic: &str, ranges: &[Range]) -> Vec<String> {
         .collect()
 }
 
-/// Records of `ranges` done by `side` (its committed offsets).
-fn progress(
-    kafka: &KafkaArgs,
-    side: &str,
-    topic: &str,
-    ranges: &[Range],
-) -> Result<i64, ReplayError> {
-    let c = broker::client(kafka, side)?;
+/// Records of `ranges` done by the side group (`c`'s group: its committed offsets).
+fn progress(c: &BaseConsumer, topic: &str, ranges: &[Range]) -> Result<i64, ReplayError> {
     let parts: Vec<i32> = ranges.iter().map(|r| r.partition).collect();
-    let committed = broker::committed(&c, topic, &parts)?;
+    let committed = broker::committed(c, topic, &parts)?;
     Ok(ranges
         .iter()
         .zip(committed)
@@ -167,17 +163,16 @@ fn progress(
 }
 
 /// Records in `side`'s dead-letter topic of `topic` (0 when it has none).
-fn dead_letters(kafka: &KafkaArgs, side: &str, topic: &str) -> Result<i64, ReplayError> {
+fn dead_letters(c: &BaseConsumer, side: &str, topic: &str) -> Result<i64, ReplayError> {
     let dlq = docflow_runtime::dlq::topic_for(topic, side);
-    let c = broker::client(kafka, side)?;
-    let parts = match broker::partitions(&c, &dlq) {
+    let parts = match broker::partitions(c, &dlq) {
         Ok(p) => p,
         Err(ReplayError::NoSuchTopic(_)) => return Ok(0),
         Err(e) => return Err(e),
     };
     let mut n = 0;
     for p in parts {
-        let (start, end) = broker::watermarks(&c, &dlq, p)?;
+        let (start, end) = broker::watermarks(c, &dlq, p)?;
         n += end - start;
     }
     Ok(n)
@@ -283,13 +278,15 @@ pub async fn run_side(
         bar.set_message(side.clone());
         bar
     });
+    // One client of the side group reads its progress throughout.
+    let client = Arc::new(broker::client(kafka, &side)?);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
                 if let Some(bar) = &bar {
-                    let (k, s, t, r) = (kafka.clone(), side.clone(), topic.clone(), ranges.to_vec());
-                    if let Ok(Ok(done)) = tokio::task::spawn_blocking(move || progress(&k, &s, &t, &r)).await {
+                    let (c, t, r) = (client.clone(), topic.clone(), ranges.to_vec());
+                    if let Ok(Ok(done)) = tokio::task::spawn_blocking(move || progress(&c, &t, &r)).await {
                         bar.set_position(u64::try_from(done).unwrap_or(0));
                     }
                 }
@@ -297,9 +294,9 @@ pub async fn run_side(
         }
     }
     .map_err(|e| ReplayError::Task(format!("waiting for {program}: {e}")))?;
-    let (k, s, t, r) = (kafka.clone(), side.clone(), topic.clone(), ranges.to_vec());
+    let (c, s, t, r) = (client, side.clone(), topic.clone(), ranges.to_vec());
     let (records, dead) = tokio::task::spawn_blocking(move || {
-        Ok::<_, ReplayError>((progress(&k, &s, &t, &r)?, dead_letters(&k, &s, &t)?))
+        Ok::<_, ReplayError>((progress(&c, &t, &r)?, dead_letters(&c, &s, &t)?))
     })
     .await
     .map_err(|e| ReplayError::Task(e.to_string()))??;
