@@ -1,97 +1,10 @@
-//! KEDA's Kafka scaler and the Horizontal Pod Autoscaler, as arithmetic.
-//!
-//! KEDA reports, for a consumer group on a topic, the total lag: each partition's latest
-//! offset minus the group's committed offset; a partition with no commit counts 1 under
-//! `offsetResetPolicy: latest` (so a new group still gets a replica) and its latest offset
-//! under `earliest`, both 0 with `scaleToZeroOnInvalidOffset`. Unless `allowIdleConsumers`,
-//! the total is capped to `lagThreshold × partitions` when `total / lagThreshold` (integer
-//! division) exceeds the partitions — or the partitions with lag, with
-//! `limitToPartitionsWithLag`; the group is active when the total exceeds
-//! `activationLagThreshold`. The HPA turns the
-//! metric (target type `AverageValue` = `lagThreshold`) into
-//! `desired = ceil(metric / lagThreshold)` unless `metric / (lagThreshold × current)` is
-//! within the 10 % tolerance of 1, then applies its behaviour: stabilisation windows (up: the
-//! lowest recommendation of the window; down: the highest) and rate policies, and min/max.
+//! The Horizontal Pod Autoscaler, as arithmetic: a metric with an `AverageValue` target
+//! (KEDA's Kafka trigger: `lagThreshold`, see [`crate::keda`]) becomes
+//! `desired = ceil(metric / target)` unless `metric / (target × current)` is within the
+//! 10 % tolerance of 1; then the behaviour applies: stabilisation windows (up: the lowest
+//! recommendation of the window; down: the highest), rate policies, and min/max.
 
 use std::collections::VecDeque;
-
-/// One partition's offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PartitionOffsets {
-    /// The group's committed offset, if any.
-    pub committed: Option<i64>,
-    /// Log start.
-    pub earliest: i64,
-    /// Log end.
-    pub latest: i64,
-}
-
-/// Where a group without a commit starts (KEDA's `offsetResetPolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResetPolicy {
-    /// From the log start: all of it is lag.
-    Earliest,
-    /// From the log end: no lag.
-    Latest,
-}
-
-/// The trigger's settings that change the metric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KafkaTrigger {
-    /// Target lag per replica.
-    pub lag_threshold: i64,
-    /// Lag above which the group is active (scaled from zero).
-    pub activation_lag_threshold: i64,
-    /// Where a partition without a commit starts.
-    pub offset_reset_policy: ResetPolicy,
-    /// Whether replicas beyond the partition count are allowed.
-    pub allow_idle_consumers: bool,
-    /// A partition without a commit counts 0 instead of 1 (latest) or its log (earliest).
-    pub scale_to_zero_on_invalid_offset: bool,
-    /// Cap at the partitions that have lag rather than all partitions.
-    pub limit_to_partitions_with_lag: bool,
-}
-
-/// What KEDA reports: the metric and whether the group is active.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KafkaMetric {
-    /// The (capped) total lag the HPA sees.
-    pub metric: i64,
-    /// The uncapped total lag.
-    pub total_lag: i64,
-    /// Above the activation threshold.
-    pub active: bool,
-}
-
-/// KEDA's Kafka metric for `partitions`.
-pub fn kafka_metric(trigger: &KafkaTrigger, partitions: &[PartitionOffsets]) -> KafkaMetric {
-    let lag_of = |p: &PartitionOffsets| match (p.committed, trigger.offset_reset_policy) {
-        (Some(c), _) => p.latest - c,
-        (None, _) if trigger.scale_to_zero_on_invalid_offset => 0,
-        (None, ResetPolicy::Latest) => 1,
-        (None, ResetPolicy::Earliest) => p.latest,
-    };
-    let lags: Vec<i64> = partitions.iter().map(lag_of).collect();
-    let total_lag: i64 = lags.iter().sum();
-    let mut metric = total_lag;
-    if !trigger.allow_idle_consumers || trigger.limit_to_partitions_with_lag {
-        let upper = if trigger.limit_to_partitions_with_lag {
-            lags.iter().filter(|l| **l > 0).count()
-        } else {
-            partitions.len()
-        };
-        let upper = i64::try_from(upper).unwrap_or(i64::MAX);
-        let threshold = trigger.lag_threshold.max(1);
-        if total_lag / threshold > upper {
-            metric = upper * threshold;
-        }
-    }
-    KafkaMetric {
-        metric,
-        total_lag,
-        active: total_lag > trigger.activation_lag_threshold,
-    }
-}
 
 /// A rate policy: at most `value` pods, or `value` percent of the replicas at the start
 /// of the period, per `period_s`.
@@ -292,54 +205,6 @@ impl HpaState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn trigger(idle: bool) -> KafkaTrigger {
-        KafkaTrigger {
-            lag_threshold: 10,
-            activation_lag_threshold: 0,
-            offset_reset_policy: ResetPolicy::Latest,
-            allow_idle_consumers: idle,
-            scale_to_zero_on_invalid_offset: false,
-            limit_to_partitions_with_lag: false,
-        }
-    }
-
-    fn at(committed: Option<i64>, latest: i64) -> PartitionOffsets {
-        PartitionOffsets {
-            committed,
-            earliest: 0,
-            latest,
-        }
-    }
-
-    #[test]
-    fn kafka_metric_follows_the_scalers_rules() {
-        let parts = [at(Some(0), 100), at(Some(90), 100), at(None, 50)];
-        // No commit under latest counts 1: 100 + 10 + 1.
-        let m = kafka_metric(&trigger(false), &parts);
-        assert_eq!((m.total_lag, m.metric, m.active), (111, 30, true));
-        assert_eq!(kafka_metric(&trigger(true), &parts).metric, 111);
-        let mut t = trigger(true);
-        t.offset_reset_policy = ResetPolicy::Earliest;
-        assert_eq!(
-            kafka_metric(&t, &parts).total_lag,
-            160,
-            "no commit: the latest offset"
-        );
-        t.scale_to_zero_on_invalid_offset = true;
-        assert_eq!(kafka_metric(&t, &parts).total_lag, 110);
-        t.activation_lag_threshold = 200;
-        assert!(!kafka_metric(&t, &parts).active);
-        // The cap compares with integer division: 35 / 10 = 3 is not above 3 partitions.
-        let three = [at(Some(0), 35), at(Some(0), 0), at(Some(0), 0)];
-        assert_eq!(kafka_metric(&trigger(false), &three).metric, 35);
-        let three = [at(Some(0), 45), at(Some(0), 0), at(Some(0), 0)];
-        assert_eq!(kafka_metric(&trigger(false), &three).metric, 30);
-        // Only partitions with lag count as the bound: one here.
-        let mut lagging = trigger(true);
-        lagging.limit_to_partitions_with_lag = true;
-        assert_eq!(kafka_metric(&lagging, &three).metric, 10);
-    }
 
     #[test]
     fn recommendations_respect_the_tolerance() {
