@@ -3,7 +3,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
 
-use crate::{analytics, calibrate, dev, plan, schemas, simulate, tokens, topics, upload};
+use crate::{
+    analytics, autoscale, calibrate, dev, infra, plan, schemas, simulate, tokens, topics, upload,
+};
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
 #[derive(Debug, Parser)]
@@ -39,6 +41,12 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Simulate the scale-up path for a rate step (seed arithmetic, KEDA + HPA rules).
     Simulate(simulate::SimulateArgs),
+    /// KEDA's Kafka scaler and the HPA as arithmetic: what a ScaledObject does with offsets.
+    #[command(subcommand)]
+    Autoscale(autoscale::AutoscaleCommand),
+    /// infra/: Kubernetes + KEDA manifests generated from infra/plan.yaml.
+    #[command(subcommand)]
+    Infra(infra::InfraCommand),
     /// The analytics rollup (per tenant per hour or day), read from the database.
     Analytics(analytics::AnalyticsArgs),
     /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
@@ -138,6 +146,8 @@ impl Cli {
             Command::Analytics(args) => analytics::run(args).await,
             Command::Simulate(args) => simulate::run_simulate(args),
             Command::Plan(args) => plan::run_plan(args),
+            Command::Infra(cmd) => infra::run(cmd),
+            Command::Autoscale(cmd) => autoscale::run(cmd),
             Command::Calibrate(args) => calibrate::run_calibrate(args).await,
             Command::Replay(command) => docflow_replay::run(*command).await,
         }

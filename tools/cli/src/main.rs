@@ -3,9 +3,11 @@
 use clap::Parser;
 
 mod analytics;
+mod autoscale;
 mod calibrate;
 mod cli;
 mod dev;
+mod infra;
 mod plan;
 mod schemas;
 mod simulate;

@@ -386,3 +386,95 @@ fn calibrate_measures_the_real_stage_on_the_samples() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown stage"));
 }
+
+/// `docflow infra` keeps infra/ in step with its plan and valid; `docflow autoscale
+/// explain` reads a rendered ScaledObject (its `bootstrapServersFromEnv` resolved from the
+/// Deployment's ConfigMap, as KEDA does) and offsets, and says what KEDA + the HPA decide.
+#[test]
+fn infra_is_generated_validated_and_explained() {
+    let run = |args: &[&str]| {
+        let out = docflow().current_dir(root()).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.success(),
+            text,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, text, err) = run(&["infra", "generate", "--check"]);
+    assert!(ok, "{text}{err}");
+    let (ok, text, err) = run(&["infra", "validate"]);
+    assert!(ok, "{text}{err}");
+    assert!(text.contains("infra/overlays/prod:"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, rendered, err) = run(&["infra", "render", "infra/overlays/prod"]);
+    assert!(ok, "{err}");
+    let prod = dir.path().join("prod.yaml");
+    std::fs::write(&prod, rendered).unwrap();
+    // 12 partitions, 100 records behind on each.
+    let parts: Vec<String> = (0..12)
+        .map(|p| format!(r#"{{"partition": {p}, "committed": 1000, "latest": 1100}}"#))
+        .collect();
+    let offsets = dir.path().join("offsets.json");
+    std::fs::write(
+        &offsets,
+        format!(r#"{{"doc.uploaded": [{}]}}"#, parts.join(",")),
+    )
+    .unwrap();
+    let (ok, text, err) = run(&[
+        "autoscale",
+        "explain",
+        "--scaled-object",
+        prod.to_str().unwrap(),
+        "--name",
+        "docflow-ocr-embeddings",
+        "--partitions",
+        offsets.to_str().unwrap(),
+        "--replicas",
+        "9",
+        "--metric",
+        "upload-rate=150",
+    ]);
+    assert!(ok, "{text}{err}");
+    // Lag 1200 capped at 12 partitions × lagThreshold 5 = 60 → 12 replicas; the rate
+    // 150/s at 22.73 per replica asks for 7; maxReplicaCount 12.
+    assert!(text.contains("lag 1200 over 12 partitions"), "{text}");
+    assert!(text.contains("metric 60 (capped"), "{text}");
+    assert!(text.contains("desired replicas: 12"), "{text}");
+    // Without the rate trigger's metric it says what is missing.
+    let (ok, _, err) = run(&[
+        "autoscale",
+        "explain",
+        "--scaled-object",
+        prod.to_str().unwrap(),
+        "--name",
+        "docflow-ocr-embeddings",
+        "--partitions",
+        offsets.to_str().unwrap(),
+        "--replicas",
+        "9",
+    ]);
+    assert!(!ok && err.contains("--metric upload-rate="), "{err}");
+    // KEDA's own refusal of a bad trigger.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: x}\nspec:\n  scaleTargetRef: {name: x}\n  triggers:\n    - type: kafka\n      metadata: {bootstrapServers: 'b:9092', consumerGroup: g, topic: doc.uploaded, lagThreshold: '0'}\n",
+    )
+    .unwrap();
+    let (ok, _, err) = run(&[
+        "autoscale",
+        "explain",
+        "--scaled-object",
+        bad.to_str().unwrap(),
+        "--partitions",
+        offsets.to_str().unwrap(),
+        "--replicas",
+        "1",
+    ]);
+    assert!(
+        !ok && err.contains("\"lagThreshold\" must be positive number"),
+        "{err}"
+    );
+}

@@ -1,0 +1,232 @@
+//! infra/: the checked-in manifests are what the plan generates, every overlay renders, and
+//! every rendered manifest is valid against the committed Kubernetes, KEDA and Prometheus
+//! Operator schemas.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use docflow_infra::generate::generate;
+use docflow_infra::plan_file::PlanFile;
+use docflow_infra::render::{id, render};
+
+fn infra() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra")
+}
+
+fn plan() -> PlanFile {
+    PlanFile::parse(&std::fs::read_to_string(infra().join("plan.yaml")).unwrap()).unwrap()
+}
+
+/// `DOCFLOW_INFRA_BLESS=1` rewrites infra/ from the plan instead of failing (what
+/// `docflow infra generate` does).
+#[test]
+fn checked_in_manifests_match_the_plan() {
+    let files = generate(&plan()).unwrap();
+    if std::env::var_os("DOCFLOW_INFRA_BLESS").is_some() {
+        docflow_infra::write(&files, &infra()).unwrap();
+    }
+    let drift = docflow_infra::check(&files, &infra()).unwrap();
+    assert!(
+        drift.is_empty(),
+        "infra/ drifted from infra/plan.yaml (run `docflow infra generate`):\n{}",
+        drift.join("\n")
+    );
+}
+
+fn schemas() -> docflow_infra::validate::Schemas {
+    docflow_infra::validate::Schemas::load(&infra().join("schemas")).unwrap()
+}
+
+#[test]
+fn every_overlay_renders_and_every_manifest_is_valid() {
+    let schemas = schemas();
+    let overlays = docflow_infra::overlays(&infra()).unwrap();
+    assert_eq!(overlays.len(), plan().environments.len());
+    for overlay in overlays {
+        let docs = render(&overlay).unwrap();
+        let env = overlay.file_name().unwrap().to_string_lossy().into_owned();
+        let kinds: Vec<(String, String)> = docs.iter().map(id).collect();
+        for stage in &plan().stages {
+            let name = format!("docflow-{}", stage.name);
+            for kind in [
+                "Deployment",
+                "Service",
+                "PodDisruptionBudget",
+                "ScaledObject",
+            ] {
+                assert!(
+                    kinds.contains(&(kind.to_owned(), name.clone())),
+                    "{env}: no {kind} {name}"
+                );
+            }
+        }
+        for d in &docs {
+            let problems = schemas.validate(d);
+            assert!(problems.is_empty(), "{env}: {problems:#?}");
+            assert!(
+                d.pointer("/metadata/namespace").is_some() || id(d).0 == "Namespace",
+                "{env}: {:?} has no namespace",
+                id(d)
+            );
+        }
+    }
+}
+
+/// The validation is real: typical mistakes in a rendered manifest are reported.
+#[test]
+fn the_schemas_reject_what_a_cluster_would() {
+    let schemas = schemas();
+    let docs = render(&infra().join("overlays/prod")).unwrap();
+    let find = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| id(d) == (kind.to_owned(), name.to_owned()))
+            .unwrap()
+            .clone()
+    };
+    let mut so = find("ScaledObject", "docflow-ocr-embeddings");
+    so["spec"]["minReplicaCounts"] = 3.into();
+    assert!(
+        !schemas.validate(&so).is_empty(),
+        "a misspelt ScaledObject field"
+    );
+    let mut so = find("ScaledObject", "docflow-ocr-embeddings");
+    so["spec"]["triggers"][0]["metadata"]["lagThreshold"] = 5.into();
+    assert!(
+        !schemas.validate(&so).is_empty(),
+        "trigger metadata must be strings"
+    );
+    let mut d = find("Deployment", "docflow-thumbnails");
+    d["spec"]["template"]["spec"]["containers"][0]["resource"] = serde_json::json!({});
+    assert!(
+        !schemas.validate(&d).is_empty(),
+        "a misspelt container field"
+    );
+    let mut d = find("Deployment", "docflow-thumbnails");
+    d["spec"]["replicas"] = "two".into();
+    assert!(!schemas.validate(&d).is_empty());
+    let mut pdb = find("PodDisruptionBudget", "docflow-ingest");
+    pdb["apiVersion"] = "policy/v1beta1".into();
+    assert!(!schemas.validate(&pdb).is_empty(), "a removed API version");
+    let mut rule = find("PrometheusRule", "docflow");
+    rule["spec"]["groups"][0]["rules"][0]["expresion"] = "up".into();
+    assert!(!schemas.validate(&rule).is_empty());
+    assert_eq!(schemas.custom_kinds().len(), 3);
+}
+
+/// What the plan derives reaches the manifests, and a hand edit is caught as drift.
+#[test]
+fn the_plan_drives_the_manifests() {
+    let mut p = plan();
+    let prod = p
+        .environments
+        .iter()
+        .position(|e| e.name == "prod")
+        .unwrap();
+    let ocr = p.environments[prod]
+        .stages
+        .iter()
+        .position(|s| s.name == "ocr-embeddings")
+        .unwrap();
+    // Twice the SLA wait: lagThreshold = μ × SLA doubles (25/s × 0.4 s = 10).
+    p.environments[prod].stages[ocr].sla_wait = "400ms".into();
+    let dir = tempfile::tempdir().unwrap();
+    docflow_infra::write(&generate(&p).unwrap(), dir.path()).unwrap();
+    let docs = render(&dir.path().join("overlays/prod")).unwrap();
+    let so = docs
+        .iter()
+        .find(|d| {
+            id(d)
+                == (
+                    "ScaledObject".to_owned(),
+                    "docflow-ocr-embeddings".to_owned(),
+                )
+        })
+        .unwrap();
+    assert_eq!(so["spec"]["triggers"][0]["metadata"]["lagThreshold"], "10");
+    assert_eq!(so["spec"]["maxReplicaCount"], 12, "the partitions cap it");
+    assert_eq!(so["spec"]["triggers"][1]["type"], "prometheus");
+    let d = docs
+        .iter()
+        .find(|d| id(d) == ("Deployment".to_owned(), "docflow-ocr-embeddings".to_owned()))
+        .unwrap();
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "ghcr.io/example/docflow:0.1.0"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        1
+    );
+    // The overlay's max.poll.interval replaced the base's value in place.
+    let env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let mpi: Vec<_> = env
+        .iter()
+        .filter(|e| e["name"] == "KAFKA_MAX_POLL_INTERVAL")
+        .collect();
+    assert_eq!(mpi.len(), 1);
+    assert_eq!(mpi[0]["value"], "300000ms");
+    // A hand edit is drift; so is a file the plan does not make.
+    let f = dir
+        .path()
+        .join("overlays/prod/patches/ocr-embeddings-scaledobject.yaml");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("minReplicaCount: 9", "minReplicaCount: 2");
+    std::fs::write(&f, text).unwrap();
+    std::fs::write(dir.path().join("base/extra.yaml"), "a: 1\n").unwrap();
+    let drift = docflow_infra::check(&generate(&p).unwrap(), dir.path()).unwrap();
+    assert_eq!(
+        drift,
+        vec![
+            "base/extra.yaml: not generated by the plan".to_owned(),
+            "overlays/prod/patches/ocr-embeddings-scaledobject.yaml: differs from the plan"
+                .to_owned()
+        ]
+    );
+}
+
+/// Where `kubectl` is installed, its kustomize builds the same manifests as ours.
+#[test]
+fn kubectl_kustomize_agrees_where_installed() {
+    let Ok(out) = std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+    else {
+        eprintln!("kubectl not installed: the comparison with kustomize is skipped");
+        return;
+    };
+    assert!(out.status.success());
+    for overlay in docflow_infra::overlays(&infra()).unwrap() {
+        let out = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(&overlay)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut theirs =
+            docflow_infra::render::parse_documents(&String::from_utf8(out.stdout).unwrap())
+                .unwrap();
+        let mut ours = render(&overlay).unwrap();
+        let key = |d: &serde_json::Value| id(d);
+        theirs.sort_by_key(key);
+        ours.sort_by_key(key);
+        assert_eq!(ours.len(), theirs.len());
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!(
+                a == b,
+                "{}: {:?}\nours:   {}\ntheirs: {}",
+                overlay.display(),
+                id(a),
+                serde_json::to_string(a).unwrap(),
+                serde_json::to_string(b).unwrap()
+            );
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `docflow autoscale explain`: what a ScaledObject decides for given offsets and replicas —
+//! KEDA's Kafka scaler and the HPA as `docflow_autoscale` computes them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::Subcommand;
+use docflow_autoscale::explain::{ScaledObject, Trigger, TriggerKind, explain};
+use docflow_autoscale::hpa::{Hpa, Policy, Rules};
+use docflow_autoscale::keda::{KafkaTrigger, PartitionOffsets, PersistentLagMemory};
+use docflow_infra::render::{id, read_documents};
+use serde_json::Value;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AutoscaleCommand {
+    /// Print each trigger's metric and activity and the replicas KEDA + the HPA settle on.
+    Explain {
+        /// A ScaledObject manifest (or `docflow infra render` output holding several).
+        #[arg(long)]
+        scaled_object: PathBuf,
+        /// Which ScaledObject of the file (needed when it holds more than one).
+        #[arg(long)]
+        name: Option<String>,
+        /// Offsets, one JSON file per poll, in order (the scaler remembers commits between
+        /// polls for `excludePersistentLag`): `{"topic": [{"partition": 0, "committed": 12,
+        /// "latest": 40}, ...]}`; `committed` null or -1 when the group has none.
+        #[arg(long = "partitions", required = true)]
+        partitions: Vec<PathBuf>,
+        /// Current replicas.
+        #[arg(long)]
+        replicas: u32,
+        /// The metric of a non-Kafka trigger, by trigger name (`upload-rate=180`).
+        #[arg(long = "metric", value_parser = parse_metric)]
+        metrics: Vec<(String, f64)>,
+    },
+}
+
+fn parse_metric(s: &str) -> Result<(String, f64), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=VALUE"))?;
+    let v: f64 = v.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    Ok((k.to_owned(), v))
+}
+
+pub(crate) fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
+    let AutoscaleCommand::Explain {
+        scaled_object,
+        name,
+        partitions,
+        replicas,
+        metrics,
+    } = cmd;
+    let docs = read_documents(&scaled_object)?;
+    let so = scaled_object_from(&docs, name.as_deref())?;
+    let metrics: BTreeMap<String, f64> = metrics.into_iter().collect();
+    let mut memory = PersistentLagMemory::default();
+    let mut current = replicas;
+    println!(
+        "ScaledObject {}: minReplicaCount {}, maxReplicaCount {}",
+        so.name, so.min_replica_count, so.max_replica_count
+    );
+    for (i, file) in partitions.iter().enumerate() {
+        let offsets = offsets_from(file)?;
+        let e =
+            explain(&so, &offsets, &metrics, current, &mut memory).map_err(anyhow::Error::msg)?;
+        if partitions.len() > 1 {
+            println!("poll {} ({}), {current} replicas:", i + 1, file.display());
+        } else {
+            println!("{current} replicas now");
+        }
+        for t in &e.triggers {
+            println!(
+                "  trigger {}: {}; target {} per replica → {} replicas",
+                t.name, t.detail, t.target, t.proposal
+            );
+        }
+        println!("  active: {}", if e.active { "yes" } else { "no" });
+        println!("  desired replicas: {}", e.desired);
+        println!("  next sync: {} ({})", e.next, e.reason);
+        current = e.desired;
+    }
+    Ok(())
+}
+
+fn offsets_from(path: &Path) -> anyhow::Result<BTreeMap<String, Vec<PartitionOffsets>>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let Value::Object(topics) = v else {
+        bail!(
+            "{}: expected {{\"topic\": [partitions...]}}",
+            path.display()
+        );
+    };
+    let mut out = BTreeMap::new();
+    for (topic, parts) in topics {
+        let parts = parts
+            .as_array()
+            .with_context(|| format!("{}: {topic}: expected a list", path.display()))?;
+        let mut list = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            let field = |k: &str| p.get(k).and_then(Value::as_i64);
+            let latest = field("latest").with_context(|| {
+                format!("{}: {topic}[{i}]: no \"latest\" offset", path.display())
+            })?;
+            list.push(PartitionOffsets {
+                partition: field("partition")
+                    .and_then(|n| i32::try_from(n).ok())
+                    .unwrap_or(i32::try_from(i).unwrap_or(i32::MAX)),
+                committed: field("committed").filter(|c| *c >= 0),
+                latest,
+            });
+        }
+        out.insert(topic, list);
+    }
+    Ok(out)
+}
+
+/// The scale target's environment (its containers' plain values and the ConfigMaps they
+/// take whole), where the file holds them: what KEDA resolves `...FromEnv` against.
+fn resolved_env(docs: &[Value], target: &str) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let Some(d) = docs
+        .iter()
+        .find(|d| id(d) == ("Deployment".into(), target.into()))
+    else {
+        return env;
+    };
+    let containers = d
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for c in containers {
+        for from in c
+            .get("envFrom")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(cm) = from.pointer("/configMapRef/name").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(data) = docs
+                .iter()
+                .find(|d| id(d) == ("ConfigMap".into(), cm.into()))
+                .and_then(|d| d.get("data"))
+                .and_then(Value::as_object)
+            {
+                for (k, v) in data {
+                    if let Some(v) = v.as_str() {
+                        env.insert(k.clone(), v.to_owned());
+                    }
+                }
+            }
+        }
+        for e in c.get("env").and_then(Value::as_array).into_iter().flatten() {
+            if let (Some(k), Some(v)) = (
+                e.get("name").and_then(Value::as_str),
+                e.get("value").and_then(Value::as_str),
+            ) {
+                env.insert(k.to_owned(), v.to_owned());
+            }
+        }
+    }
+    env
+}
+
+fn rules(v: Option<&Value>, default: Rules) -> anyhow::Result<Rules> {
+    let Some(v) = v else {
+        return Ok(default);
+    };
+    let stabilization_s = v
+        .get("stabilizationWindowSeconds")
+        .and_then(Value::as_u64)
+        .map_or(default.stabilization_s, |s| {
+            u32::try_from(s).unwrap_or(u32::MAX)
+        });
+    if v.get("selectPolicy")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p != "Max")
+    {
+        bail!("only selectPolicy Max is modelled");
+    }
+    let policies = match v.get("policies").and_then(Value::as_array) {
+        None => default.policies,
+        Some(list) => list
+            .iter()
+            .map(|p| {
+                let n = |k: &str| {
+                    p.get(k)
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .with_context(|| format!("policy without {k}"))
+                };
+                Ok(match p.get("type").and_then(Value::as_str) {
+                    Some("Pods") => Policy::Pods {
+                        value: n("value")?,
+                        period_s: n("periodSeconds")?,
+                    },
+                    Some("Percent") => Policy::Percent {
+                        value: n("value")?,
+                        period_s: n("periodSeconds")?,
+                    },
+                    other => bail!("unknown policy type {other:?}"),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
+    };
+    Ok(Rules {
+        stabilization_s,
+        policies,
+    })
+}
+
+fn scaled_object_from(docs: &[Value], name: Option<&str>) -> anyhow::Result<ScaledObject> {
+    let candidates: Vec<&Value> = docs
+        .iter()
+        .filter(|d| id(d).0 == "ScaledObject" && name.is_none_or(|n| id(d).1 == n))
+        .collect();
+    let [so] = candidates[..] else {
+        bail!(
+            "{} ScaledObjects match: name one with --name ({})",
+            candidates.len(),
+            docs.iter()
+                .filter(|d| id(d).0 == "ScaledObject")
+                .map(|d| id(d).1)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    let spec = so.get("spec").context("no spec")?;
+    let count = |k: &str, default: u32| {
+        spec.get(k)
+            .and_then(Value::as_u64)
+            .map_or(default, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    let target = spec
+        .pointer("/scaleTargetRef/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let env = resolved_env(docs, target);
+    let behavior = spec.pointer("/advanced/horizontalPodAutoscalerConfig/behavior");
+    // Kubernetes' defaults where the ScaledObject says nothing.
+    let up = rules(
+        behavior.and_then(|b| b.get("scaleUp")),
+        Rules {
+            stabilization_s: 0,
+            policies: vec![
+                Policy::Percent {
+                    value: 100,
+                    period_s: 15,
+                },
+                Policy::Pods {
+                    value: 4,
+                    period_s: 15,
+                },
+            ],
+        },
+    )?;
+    let down = rules(
+        behavior.and_then(|b| b.get("scaleDown")),
+        Rules {
+            stabilization_s: 300,
+            policies: vec![Policy::Percent {
+                value: 100,
+                period_s: 15,
+            }],
+        },
+    )?;
+    let min = count("minReplicaCount", 0);
+    let max = count("maxReplicaCount", 100);
+    let mut triggers = Vec::new();
+    for (i, t) in spec
+        .get("triggers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let kind = t.get("type").and_then(Value::as_str).unwrap_or_default();
+        let name = t
+            .get("name")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("{kind}-{i}"), str::to_owned);
+        let metadata: BTreeMap<String, String> = t
+            .get("metadata")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                (k.clone(), v)
+            })
+            .collect();
+        let kind = if kind == "kafka" {
+            TriggerKind::Kafka(
+                KafkaTrigger::from_metadata(&metadata, &env)
+                    .map_err(|e| anyhow::anyhow!("trigger {name}: {e}"))?,
+            )
+        } else {
+            let f = |k: &str, default: Option<f64>| -> anyhow::Result<f64> {
+                match metadata.get(k) {
+                    Some(v) => v
+                        .trim()
+                        .parse()
+                        .with_context(|| format!("trigger {name}: {k} {v:?}")),
+                    None => default.with_context(|| format!("trigger {name}: no {k}")),
+                }
+            };
+            TriggerKind::Threshold {
+                threshold: f("threshold", None)?,
+                activation: f("activationThreshold", Some(0.0))?,
+            }
+        };
+        triggers.push(Trigger { name, kind });
+    }
+    if triggers.is_empty() {
+        bail!("ScaledObject {} has no triggers", id(so).1);
+    }
+    Ok(ScaledObject {
+        name: id(so).1,
+        min_replica_count: min,
+        max_replica_count: max,
+        hpa: Hpa {
+            min_replicas: min.max(1),
+            max_replicas: max,
+            target: 1.0,
+            tolerance: 0.1,
+            up,
+            down,
+        },
+        triggers,
+    })
+}
