@@ -44,6 +44,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin analytics-bench -- --out bench/results/analytics.md
 	$(CARGO) build --release --quiet -p docflow-testbed
 	$(CARGO) run --release --quiet -p docflow-bench --bin replay-bench -- --out bench/results/replay.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin autoscale-bench -- --out bench/results/autoscale-local.md
+	$(CARGO) run --release --quiet -p docflow-cli --bin docflow -- simulate --out bench/results/autoscale.md
 	@./scripts/fetch-bench-pdfs.sh
 	$(CARGO) build --release --quiet -p docflow-ocr-embeddings
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md \

@@ -630,6 +630,19 @@ impl Stack {
             .map_err(EmbeddedError::Task)?
     }
 
+    /// Per partition of `topic`: its id, `group`'s committed offset (if any) and the log
+    /// end — what KEDA's Kafka scaler reads.
+    pub async fn offsets(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<Vec<(i32, Option<i64>, i64)>, EmbeddedError> {
+        let (kafka, topic, group) = (self.kafka(), topic.to_owned(), group.to_owned());
+        tokio::task::spawn_blocking(move || partition_offsets(&kafka, &group, &topic))
+            .await
+            .map_err(EmbeddedError::Task)?
+    }
+
     /// Stops the services (ingest first, then the stages, each draining), the registry and
     /// the broker, and drops the scratch databases (PostgreSQL schemas are dropped only
     /// here; dropping a stack without `stop` removes its files but leaves those). The first
@@ -733,6 +746,18 @@ fn read_all(
 }
 
 fn committed_sum(kafka: &KafkaArgs, group: &str, topic: &str) -> Result<i64, EmbeddedError> {
+    Ok(partition_offsets(kafka, group, topic)?
+        .iter()
+        .filter_map(|(_, c, _)| *c)
+        .sum())
+}
+
+/// Per partition: id, `group`'s committed offset (if any) and the log end.
+fn partition_offsets(
+    kafka: &KafkaArgs,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<(i32, Option<i64>, i64)>, EmbeddedError> {
     let kafka_err = |context: &'static str| move |source| EmbeddedError::Kafka { context, source };
     let c: BaseConsumer = kafka
         .client_config("docflow-stack-offsets")
@@ -747,10 +772,15 @@ fn committed_sum(kafka: &KafkaArgs, group: &str, topic: &str) -> Result<i64, Emb
     for p in 0..i32::try_from(parts).unwrap_or(0) {
         tpl.add_partition(topic, p);
     }
-    Ok(c.committed_offsets(tpl, Duration::from_secs(10))
-        .map_err(kafka_err("committed offsets"))?
-        .elements()
-        .iter()
-        .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0))
-        .sum())
+    let committed = c
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .map_err(kafka_err("committed offsets"))?;
+    let mut out = Vec::new();
+    for e in committed.elements() {
+        let (_, high) = c
+            .fetch_watermarks(topic, e.partition(), Duration::from_secs(10))
+            .map_err(kafka_err("watermarks"))?;
+        out.push((e.partition(), e.offset().to_raw().filter(|o| *o >= 0), high));
+    }
+    Ok(out)
 }

@@ -43,6 +43,10 @@ pub(crate) struct Config {
     /// Payloads starting with this abort the whole process (a native crash, the OOM killer).
     #[arg(long, default_value = "crash")]
     crash_prefix: String,
+    /// Also record each record's produce and done times (table `testbed_latency`, epoch
+    /// milliseconds): end-to-end latency for load tests.
+    #[arg(long)]
+    record_latency: bool,
     #[command(flatten)]
     kafka: KafkaArgs,
     #[command(flatten)]
@@ -63,6 +67,7 @@ struct Synthetic {
     flaky_failures: u32,
     crash: String,
     pid: i64,
+    record_latency: bool,
 }
 
 impl Handler for Synthetic {
@@ -105,6 +110,21 @@ impl Handler for Synthetic {
         .await
         .map_err(|e| HandlerError::transient(class::DATABASE, e))?
         .rows_affected();
+        if self.record_latency {
+            let done_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            sqlx::query(
+                "INSERT INTO testbed_latency (msg_id, produced_ms, done_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (msg_id) DO NOTHING",
+            )
+            .bind(id)
+            .bind(record.timestamp_ms.unwrap_or(0))
+            .bind(done_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| HandlerError::transient(class::DATABASE, e))?;
+        }
         if inserted == 0 {
             sqlx::query(
                 "INSERT INTO testbed_redeliveries (msg_id, n) VALUES ($1, 1) \
@@ -132,6 +152,12 @@ pub(crate) async fn prepare(pool: &AnyPool) -> Result<(), sqlx::Error> {
     )
     .execute(pool)
     .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS testbed_latency (msg_id TEXT PRIMARY KEY, produced_ms BIGINT NOT NULL, \
+         done_ms BIGINT NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -150,6 +176,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         flaky_failures: config.flaky_failures,
         crash: config.crash_prefix.clone(),
         pid: i64::from(std::process::id()),
+        record_latency: config.record_latency,
     });
     let registry = prometheus::Registry::new();
     let spec = ConsumerSpec {
