@@ -9,7 +9,7 @@ mod database;
 mod kafka;
 mod objects;
 mod registry;
-mod telemetry;
+pub mod telemetry;
 
 pub use consumer::{AssignRange, ConsumerArgs};
 pub use database::DatabaseArgs;

@@ -4,6 +4,7 @@
 
 use docflow_config::KafkaArgs;
 use rdkafka::producer::FutureProducer;
+use tracing::Instrument as _;
 
 use crate::RuntimeError;
 
@@ -88,15 +89,35 @@ pub async fn send_event<E: docflow_events::Event>(
         after: timeout,
         waiting_for,
     };
-    let payload = tokio::time::timeout_at(deadline, codec.encode(event))
+    // A publish span, child of whatever span sends (a request, a record's work); with span
+    // export on, the record's `traceparent` names it.
+    let span = tracing::info_span!(
+        "docflow.produce",
+        messaging.system = "kafka",
+        messaging.operation = "publish",
+        messaging.destination.name = %topic,
+        docflow.job_id = %key,
+    );
+    let trace = crate::trace::adopt(
+        &span,
+        crate::trace::TraceContext {
+            parent_span_id: None,
+            ..*trace
+        },
+    );
+    async move {
+        let payload = tokio::time::timeout_at(deadline, codec.encode(event))
+            .await
+            .map_err(|_| timed_out(WAITING_FOR_REGISTRY))??;
+        tokio::time::timeout_at(
+            deadline,
+            send_encoded(producer, topic, key, &payload, &trace, timeout),
+        )
         .await
-        .map_err(|_| timed_out(WAITING_FOR_REGISTRY))??;
-    tokio::time::timeout_at(
-        deadline,
-        send_encoded(producer, topic, key, &payload, trace, timeout),
-    )
+        .map_err(|_| timed_out(WAITING_FOR_BROKER))?
+    }
+    .instrument(span)
     .await
-    .map_err(|_| timed_out(WAITING_FOR_BROKER))?
 }
 
 /// [`SendError::Timeout`] while the schema registry had not answered.

@@ -108,6 +108,45 @@ impl fmt::Display for TraceContext {
     }
 }
 
+/// Ties `span` (not yet entered) to `trace` when spans are exported (OpenTelemetry on):
+/// the span's parent is `trace`'s parent (the producer's span, from the record's
+/// `traceparent`), and the returned context carries the span's own ids, so what this work
+/// produces names the exported span as its parent. Without export, `trace` is returned as
+/// it is.
+pub fn adopt(span: &tracing::Span, trace: TraceContext) -> TraceContext {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if let Some(parent) = trace.parent_span_id {
+        let remote = SpanContext::new(
+            TraceId::from_bytes(trace.trace_id),
+            SpanId::from_bytes(parent),
+            if trace.sampled {
+                TraceFlags::SAMPLED
+            } else {
+                TraceFlags::default()
+            },
+            true,
+            TraceState::default(),
+        );
+        // Fails only without the export layer (or for a span already started): then the
+        // docflow context stands as it is.
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+    }
+    let cx = span.context();
+    let own = cx.span().span_context().clone();
+    if !own.is_valid() {
+        return trace;
+    }
+    TraceContext {
+        trace_id: own.trace_id().to_bytes(),
+        span_id: own.span_id().to_bytes(),
+        parent_span_id: trace.parent_span_id,
+        sampled: own.is_sampled(),
+    }
+}
+
 fn nonzero_random<const N: usize>() -> [u8; N] {
     loop {
         let bytes: [u8; N] = rand::random();

@@ -303,6 +303,7 @@ async fn upload(
     }
     timing.mark("lookup");
 
+    tracing::Span::current().record("docflow.job_id", id.as_str());
     // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes).
     let key = Blobs::key([tenant.as_str(), id.as_str()]);
     let size = staged.len();
@@ -800,6 +801,7 @@ async fn job(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    tracing::Span::current().record("docflow.job_id", id.as_str());
     let tenant = tenant(&state, &headers).await?;
     let job = own_job(&state, &tenant, &id).await?;
     let runs = state.results.latest_runs(&tenant, &id).await?;

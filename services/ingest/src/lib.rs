@@ -432,7 +432,8 @@ pub async fn serve(
     }
     let producer = state.producer.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10))
+        let _ = rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10));
+        docflow_config::telemetry::flush();
     })
     .await;
     Ok(())

@@ -7,6 +7,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use tracing::Instrument as _;
 
 use crate::AppState;
 
@@ -58,6 +59,7 @@ impl IngestMetrics {
             &["cause"],
         )?;
         registry.register(Box::new(wait_reads.clone()))?;
+        registry.register(Box::new(docflow_config::telemetry::SPANS_DROPPED.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(produce.clone()))?;
         registry.register(Box::new(upload_bytes.clone()))?;
@@ -88,8 +90,30 @@ pub(crate) async fn observe(
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
+    // The server span of every request; a caller's `traceparent` makes it a child.
+    let span = tracing::info_span!(
+        "docflow.http",
+        http.request.method = %req.method(),
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        docflow.job_id = tracing::field::Empty,
+    );
+    if let Some(parent) = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| docflow_runtime::trace::TraceContext::parse(v.as_bytes()))
+    {
+        let _ = docflow_runtime::trace::adopt(
+            &span,
+            docflow_runtime::trace::TraceContext {
+                parent_span_id: Some(parent.span_id),
+                ..parent
+            },
+        );
+    }
     let started = Instant::now();
-    let resp = next.run(req).await;
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", resp.status().as_u16());
     state
         .metrics
         .requests

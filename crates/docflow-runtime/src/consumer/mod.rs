@@ -208,6 +208,9 @@ pub async fn run_service<H: Handler>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RuntimeError> {
     let metrics = ConsumerMetrics::new(&registry)?;
+    // Spans the OTLP export had to drop (0 without export); a registry shared by several
+    // replicas in one process has it once.
+    let _ = registry.register(Box::new(docflow_config::telemetry::SPANS_DROPPED.clone()));
     let health = Arc::new(Health::default());
     let listener = crate::metrics::bind_admin(args.metrics_listen).await?;
     if let Ok(addr) = listener.local_addr() {
@@ -225,6 +228,10 @@ pub async fn run_service<H: Handler>(
     let result = run(kafka, args, spec, handler, metrics, health, shutdown).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
+    // The last spans, before the process exits.
+    tokio::task::spawn_blocking(docflow_config::telemetry::flush)
+        .await
+        .ok();
     result
 }
 

@@ -24,8 +24,12 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
         messaging.kafka.destination.partition = record.partition,
         messaging.kafka.message.offset = record.offset,
         messaging.kafka.consumer.group = %s.group,
-        trace_id = %record.trace.trace_id_hex(),
+        docflow.job_id = %record.key.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+        trace_id = tracing::field::Empty,
     );
+    // With span export on, the work's context becomes the exported span's.
+    record.trace = crate::trace::adopt(&span, record.trace);
+    span.record("trace_id", record.trace.trace_id_hex());
     let mut claimed = false;
     let outcome = process(&s, &mut record, &mut claimed)
         .instrument(span)

@@ -17,6 +17,8 @@ use docflow_store::{ResultStore, StageStatus};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+mod otel;
+
 const TOKEN: &str = "tok-alice";
 
 /// The stack harness with ingest (tenant `alice`) and, unless asked otherwise, the
