@@ -223,7 +223,7 @@ pub fn explain(
 mod tests {
     use super::*;
     use crate::hpa::{Policy, Rules};
-    use crate::keda::ResetPolicy;
+    use crate::keda::{ResetPolicy, offsets_of};
 
     /// KEDA's e2e ScaledObjects: minReplicaCount 0, stabilisation 0, 100 %/15 s.
     fn e2e(trigger: KafkaTrigger) -> ScaledObject {
@@ -253,22 +253,6 @@ mod tests {
         }
     }
 
-    fn offsets(
-        topic: &str,
-        parts: &[(Option<i64>, i64)],
-    ) -> BTreeMap<String, Vec<PartitionOffsets>> {
-        let ps = parts
-            .iter()
-            .enumerate()
-            .map(|(i, (c, l))| PartitionOffsets {
-                partition: i32::try_from(i).unwrap(),
-                committed: *c,
-                latest: *l,
-            })
-            .collect();
-        BTreeMap::from([(topic.to_owned(), ps)])
-    }
-
     /// Follows one KEDA e2e scenario: each step's offsets and the replicas KEDA's test
     /// asserts, feeding the settled count into the next step.
     /// One step: each partition's (committed, latest), and the replicas KEDA asserts.
@@ -280,7 +264,7 @@ mod tests {
         for (i, (parts, want)) in steps.iter().enumerate() {
             let e = explain(
                 so,
-                &offsets(topic, parts),
+                &offsets_of(topic, parts),
                 &BTreeMap::new(),
                 replicas,
                 &mut mem,
@@ -330,11 +314,11 @@ mod tests {
         let so = e2e(t);
         let mut mem = PersistentLagMemory::default();
         let two = |a: i64, b: i64| {
-            let mut m = offsets(
+            let mut m = offsets_of(
                 "kafka-topic",
                 &[(Some(7), 7 + a), (Some(0), 0), (Some(0), 0)],
             );
-            m.extend(offsets(
+            m.extend(offsets_of(
                 "kafka-topic2",
                 &[(Some(0), b), (Some(0), 0), (Some(0), 0)],
             ));
@@ -442,7 +426,7 @@ mod tests {
                 activation: 0.0,
             },
         });
-        let lag = offsets("t", &[(Some(0), 2); 12]);
+        let lag = offsets_of("t", &[(Some(0), 2); 12]);
         let rate = BTreeMap::from([("upload-rate".to_owned(), 200.0)]);
         let mut mem = PersistentLagMemory::default();
         let e = explain(&so, &lag, &rate, 4, &mut mem).unwrap();

@@ -391,6 +391,24 @@ pub fn kafka_metric(
     }
 }
 
+/// `topic` with partitions 0.. at the given (committed, latest) offsets (tests).
+#[cfg(test)]
+pub(crate) fn offsets_of(
+    topic: &str,
+    parts: &[(Option<i64>, i64)],
+) -> BTreeMap<String, Vec<PartitionOffsets>> {
+    let ps = parts
+        .iter()
+        .zip(0..)
+        .map(|((c, l), partition)| PartitionOffsets {
+            partition,
+            committed: *c,
+            latest: *l,
+        })
+        .collect();
+    BTreeMap::from([(topic.to_owned(), ps)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,19 +418,6 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
-    }
-
-    fn topic(name: &str, parts: &[(Option<i64>, i64)]) -> BTreeMap<String, Vec<PartitionOffsets>> {
-        let ps = parts
-            .iter()
-            .enumerate()
-            .map(|(i, (c, l))| PartitionOffsets {
-                partition: i32::try_from(i).unwrap(),
-                committed: *c,
-                latest: *l,
-            })
-            .collect();
-        BTreeMap::from([(name.to_owned(), ps)])
     }
 
     /// KEDA's `parseKafkaMetadataTestDataset` (pkg/scalers/kafka_scaler_test.go, 38 rows):
@@ -581,7 +586,7 @@ mod tests {
         t.activation_lag_threshold = 1;
         t.offset_reset_policy = ResetPolicy::Earliest;
         let m = |t: &KafkaTrigger, parts: &[(Option<i64>, i64)], mem: &mut PersistentLagMemory| {
-            let r = kafka_metric(t, &topic("kafka-topic", parts), mem);
+            let r = kafka_metric(t, &offsets_of("kafka-topic", parts), mem);
             (r.metric, r.active)
         };
         assert_eq!(
@@ -610,7 +615,7 @@ mod tests {
             (3, true),
             "first sight: counted (5 capped to 3)"
         );
-        let r = kafka_metric(&t, &topic("kafka-topic", &parts), &mut mem);
+        let r = kafka_metric(&t, &offsets_of("kafka-topic", &parts), &mut mem);
         assert_eq!(
             (r.metric, r.active, r.total_lag_with_persistent),
             (0, true, 5)
