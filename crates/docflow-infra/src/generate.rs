@@ -891,6 +891,15 @@ images:
     if env.name == "dev" {
         cfg.push_str("  RUST_LOG: info,docflow=debug\n");
     }
+    if let Some(otlp) = &env.otlp_endpoint {
+        // Every service exports its spans; service.name is each binary's name.
+        let _ = writeln!(cfg, "  OTEL_EXPORTER_OTLP_ENDPOINT: {}", q(otlp));
+        let _ = writeln!(
+            cfg,
+            "  OTEL_RESOURCE_ATTRIBUTES: {}",
+            q(&format!("deployment.environment={}", env.name))
+        );
+    }
     files.insert(format!("{dir}/patches/config.yaml"), cfg);
     files.insert(
         format!("{dir}/patches/ingest.yaml"),

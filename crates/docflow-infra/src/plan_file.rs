@@ -111,6 +111,9 @@ pub struct Environment {
     pub kafka_bootstrap: String,
     /// Prometheus the KEDA rate trigger queries.
     pub prometheus: String,
+    /// OTLP/HTTP collector every service exports spans to (none: no export).
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
     /// Host of ingest's Ingress.
     pub host: String,
     /// Ingest's replicas.

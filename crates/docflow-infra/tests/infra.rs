@@ -230,3 +230,26 @@ fn kubectl_kustomize_agrees_where_installed() {
         }
     }
 }
+
+/// With an `otlp_endpoint`, every service of the environment exports its spans there.
+#[test]
+fn services_export_spans_where_the_plan_names_a_collector() {
+    let docs = render(&infra().join("overlays/prod")).unwrap();
+    let cm = docs
+        .iter()
+        .find(|d| id(d) == ("ConfigMap".to_owned(), "docflow-config".to_owned()))
+        .unwrap();
+    assert_eq!(
+        cm["data"]["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        "http://otel-collector.monitoring:4318"
+    );
+    assert_eq!(
+        cm["data"]["OTEL_RESOURCE_ATTRIBUTES"],
+        "deployment.environment=prod"
+    );
+    for d in docs.iter().filter(|d| id(d).0 == "Deployment") {
+        let from =
+            &d["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"];
+        assert_eq!(from, "docflow-config", "{:?}", id(d));
+    }
+}
