@@ -281,11 +281,18 @@ fn export_loop<E: SpanExporter>(mut exporter: E, rx: &Receiver<Msg>, interval: D
             tracing::debug!(error = %e, "span export failed; the batch is dropped");
         }
     };
+    // A partial batch waits at most `interval` from its first span, however steadily spans
+    // keep arriving.
+    let mut due = std::time::Instant::now() + interval;
     loop {
-        match rx.recv_timeout(interval) {
+        let wait = due.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(wait) {
             Ok(Msg::Span(s)) => {
+                if batch.is_empty() {
+                    due = std::time::Instant::now() + interval;
+                }
                 batch.push(*s);
-                if batch.len() >= MAX_BATCH {
+                if batch.len() >= MAX_BATCH || std::time::Instant::now() >= due {
                     send(&exporter, &mut batch);
                 }
             }
@@ -294,7 +301,10 @@ fn export_loop<E: SpanExporter>(mut exporter: E, rx: &Receiver<Msg>, interval: D
                 let _ = done.send(());
             }
             Ok(Msg::Resource(r)) => exporter.set_resource(&r),
-            Err(RecvTimeoutError::Timeout) => send(&exporter, &mut batch),
+            Err(RecvTimeoutError::Timeout) => {
+                send(&exporter, &mut batch);
+                due = std::time::Instant::now() + interval;
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 send(&exporter, &mut batch);
                 let _ = exporter.shutdown();

@@ -267,10 +267,7 @@ fn deployment_head(
     labels(out, 8, name, component);
     let _ = write!(
         out,
-        "      annotations:
-        prometheus.io/scrape: \"true\"
-        prometheus.io/path: /metrics
-    spec:
+        "    spec:
       serviceAccountName: docflow
       securityContext:
         runAsNonRoot: true
@@ -742,8 +739,34 @@ fn kafka_triggers(out: &mut String, stage: &StageSpec, lag_threshold: u64) {
 fn monitoring(plan: &PlanFile, files: &mut Files) -> Result<(), InfraError> {
     files.insert(
         "base/monitoring/kustomization.yaml".into(),
-        kustomization(&["prometheusrule.yaml"]),
+        kustomization(&["podmonitor.yaml", "prometheusrule.yaml"]),
     );
+    let mut pm = format!(
+        "{HEADER}# Prometheus (Operator) scrapes ingest (port http) and every consumer (port metrics); the
+# rate trigger, the alerts and the dashboards read these series.
+apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata:
+  name: docflow
+  labels:
+"
+    );
+    labels(&mut pm, 4, "docflow", "monitoring");
+    pm.push_str("spec:\n  selector:\n    matchExpressions:\n      - key: app.kubernetes.io/component\n        operator: In\n        values:\n          - ingest\n");
+    for stage in &plan.stages {
+        let _ = writeln!(pm, "          - {}", stage.name);
+    }
+    pm.push_str(
+        "  podMetricsEndpoints:
+    - port: http
+      path: /metrics
+      interval: 15s
+    - port: metrics
+      path: /metrics
+      interval: 15s
+",
+    );
+    files.insert("base/monitoring/podmonitor.yaml".into(), pm);
     let mut r = format!(
         "{HEADER}# Alerts over the metrics every docflow consumer exports (/metrics on port {METRICS_PORT}) and
 # kube-state-metrics' HPA series (replicas pinned at max).
@@ -955,13 +978,14 @@ spec:
             let per_replica = p.plan.service_rate * p.plan.safe_utilisation;
             let _ = write!(
                 so,
-                "    # Leading indicator: ingest's upload rate, so scale-up starts before the lag builds.
+                "    # Leading indicator: the events ingest produces (new uploads acknowledged by the broker),
+    # so scale-up starts before the lag builds.
     # Target μ × safe utilisation = {per_replica:.2} records/s per replica.
     - type: prometheus
       name: upload-rate
       metadata:
         serverAddress: {server}
-        query: sum(rate(docflow_ingest_request_duration_seconds_count{{namespace=\"{ns}\",route=\"/v1/documents\",status=\"202\"}}[1m]))
+        query: sum(rate(docflow_ingest_produce_duration_seconds_count{{namespace=\"{ns}\",result=\"ok\"}}[1m]))
         threshold: \"{per_replica:.2}\"
         activationThreshold: \"0\"
 ",
@@ -991,6 +1015,17 @@ spec:
             s = stage.name,
             mpi = p.plan.max_poll_interval_ms,
         );
+        let env_stage = env.stages.iter().find(|e| e.name == stage.name);
+        if stage.gpu && env_stage.is_some_and(|e| e.gpu == Some(false)) {
+            // This environment runs the stage on CPU nodes: no GPU request, selector or
+            // toleration (the binary picks its CPU path at run time).
+            dp.push_str("      nodeSelector: null\n      tolerations: null\n");
+            let at = dp.find("          env:").unwrap_or(dp.len());
+            dp.insert_str(
+                at,
+                "          resources:\n            limits:\n              nvidia.com/gpu: null\n",
+            );
+        }
         let file = format!("patches/{}-deployment.yaml", stage.name);
         files.insert(format!("{dir}/{file}"), dp);
         patches.push(file);

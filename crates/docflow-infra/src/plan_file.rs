@@ -153,6 +153,9 @@ pub struct EnvStage {
     /// This environment's cold start, where it differs from the stage's.
     #[serde(default)]
     pub cold_start: Option<String>,
+    /// `false`: a GPU stage runs on CPU nodes here (no GPU request, selector, toleration).
+    #[serde(default)]
+    pub gpu: Option<bool>,
 }
 
 /// Service times and their provenance.

@@ -110,7 +110,37 @@ fn the_schemas_reject_what_a_cluster_would() {
     let mut rule = find("PrometheusRule", "docflow");
     rule["spec"]["groups"][0]["rules"][0]["expresion"] = "up".into();
     assert!(!schemas.validate(&rule).is_empty());
-    assert_eq!(schemas.custom_kinds().len(), 3);
+    assert_eq!(schemas.custom_kinds().len(), 4);
+}
+
+/// Dev runs ocr-embeddings on CPU nodes: its overlay removes the GPU request, node selector
+/// and toleration that prod keeps.
+#[test]
+fn an_environment_can_run_the_gpu_stage_on_cpu_nodes() {
+    let ocr = |env: &str| {
+        render(&infra().join("overlays").join(env))
+            .unwrap()
+            .into_iter()
+            .find(|d| id(d) == ("Deployment".to_owned(), "docflow-ocr-embeddings".to_owned()))
+            .unwrap()
+    };
+    let (dev, prod) = (ocr("dev"), ocr("prod"));
+    let pod = |d: &serde_json::Value| d["spec"]["template"]["spec"].clone();
+    assert!(pod(&dev).get("nodeSelector").is_none() && pod(&dev).get("tolerations").is_none());
+    assert!(
+        pod(&dev)["containers"][0]["resources"]["limits"]
+            .get("nvidia.com/gpu")
+            .is_none()
+    );
+    assert_eq!(
+        pod(&dev)["containers"][0]["resources"]["limits"]["memory"],
+        "4Gi"
+    );
+    assert_eq!(pod(&prod)["nodeSelector"]["nvidia.com/gpu.present"], "true");
+    assert_eq!(
+        pod(&prod)["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        1
+    );
 }
 
 /// What the plan derives reaches the manifests, and a hand edit is caught as drift.

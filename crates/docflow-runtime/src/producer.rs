@@ -93,6 +93,7 @@ pub async fn send_event<E: docflow_events::Event>(
     // export on, the record's `traceparent` names it.
     let span = tracing::info_span!(
         "docflow.produce",
+        otel.kind = "producer",
         messaging.system = "kafka",
         messaging.operation = "publish",
         messaging.destination.name = %topic,

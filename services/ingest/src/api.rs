@@ -333,7 +333,11 @@ async fn upload(
     timing.mark("record");
 
     // 3. The event; the answer waits for the broker's ack.
-    match produce(&state, &job).await {
+    // The caller's trace when it sent one (continued even without span export).
+    let trace = docflow_runtime::trace::TraceContext::from_header(
+        headers.get("traceparent").map(|v| v.as_bytes()),
+    );
+    match produce(&state, &job, &trace).await {
         Ok(()) => {
             timing.mark("produce");
             state
@@ -444,7 +448,7 @@ fn all_finished(stages: &[String], runs: &[StageRun]) -> bool {
     stages.iter().all(|s| runs.iter().any(|r| &r.stage == s))
 }
 
-async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
+async fn produce(state: &AppState, job: &Job, trace: &TraceContext) -> Result<(), ApiError> {
     let event = DocUploaded {
         document_id: job.job_id.clone(),
         tenant_id: job.tenant_id.clone(),
@@ -462,7 +466,7 @@ async fn produce(state: &AppState, job: &Job) -> Result<(), ApiError> {
         &state.topic,
         &job.job_id,
         &event,
-        &TraceContext::new_root(),
+        trace,
         state.produce_timeout,
     )
     .await;

@@ -18,6 +18,7 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
     let Job { mut record, epoch } = job;
     let span = tracing::info_span!(
         "docflow.consume",
+        otel.kind = "consumer",
         messaging.system = "kafka",
         messaging.operation = "process",
         messaging.destination.name = %record.topic,
