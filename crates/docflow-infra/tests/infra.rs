@@ -283,3 +283,49 @@ fn services_export_spans_where_the_plan_names_a_collector() {
         assert_eq!(from, "docflow-config", "{:?}", id(d));
     }
 }
+
+/// The Grafana dashboard only plots series that docflow exports (or kube-state-metrics'
+/// HPA series): every `docflow_*` metric in its queries is registered somewhere in the code.
+#[test]
+fn the_dashboard_plots_metrics_that_exist() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(infra().join("grafana/docflow.json")).unwrap(),
+    )
+    .unwrap();
+    let root = infra().join("..");
+    let mut sources = String::new();
+    for dir in ["crates", "services"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("generate.rs") {
+                    sources.push_str(&std::fs::read_to_string(&p).unwrap());
+                }
+            }
+        }
+    }
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8);
+    for panel in panels {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if !word.starts_with("docflow_") {
+                    continue;
+                }
+                let base = ["_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(word);
+                assert!(
+                    sources.contains(&format!("\"{base}\"")),
+                    "{}: {base} is not a metric docflow exports",
+                    panel["title"]
+                );
+            }
+        }
+    }
+}
