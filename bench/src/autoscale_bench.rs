@@ -26,7 +26,7 @@ use docflow_autoscale::keda::{
 };
 use docflow_autoscale::plot::{Panel, Series, svg};
 use docflow_autoscale::simulate::{self, Scaling, Scenario};
-use docflow_embedded::{Stack, unique_name, workspace_binary};
+use docflow_embedded::{Stack, unique_name};
 use sqlx::Row as _;
 
 #[derive(Debug, Parser)]
@@ -85,30 +85,24 @@ fn testbed(
     group: &str,
     work_ms: u64,
 ) -> anyhow::Result<tokio::process::Command> {
-    let mut c = tokio::process::Command::new(workspace_binary("docflow-testbed")?);
-    c.args([
-        "--kafka-bootstrap-servers",
-        &stack.broker.bootstrap_servers(),
-        "--database-url",
-        &stack.database_url,
-        "--work-ms",
-        &work_ms.to_string(),
-        "--workers",
-        "1",
-        // Twelve replicas stay within a PostgreSQL server's 100 connections.
-        "--database-max-connections",
-        "2",
-        "--topic",
-        topic,
-        "--group",
-        group,
-        "--metrics-listen",
-        "127.0.0.1:0",
-        "--record-latency",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .kill_on_drop(true);
+    let cmd = docflow_bench::testbed_command(stack, work_ms, 1)?;
+    let mut c = tokio::process::Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .args([
+            // Twelve replicas stay within a PostgreSQL server's 100 connections.
+            "--database-max-connections",
+            "2",
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--record-latency",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
     Ok(c)
 }
 
@@ -161,6 +155,18 @@ fn hpa(args: &Args, target: f64) -> Hpa {
         period_s: args.down_period,
     }];
     h
+}
+
+/// SIGTERM: the replica drains, commits and leaves the group; the task ends when it exits.
+fn stop(
+    mut c: tokio::process::Child,
+) -> tokio::task::JoinHandle<std::io::Result<std::process::ExitStatus>> {
+    if let Some(pid) = c.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+    }
+    tokio::spawn(async move { c.wait().await })
 }
 
 /// One autoscaler sync, as recorded.
@@ -313,14 +319,8 @@ async fn main() -> anyhow::Result<()> {
                     drop -= 1;
                 }
                 for _ in 0..drop {
-                    if let Some(mut c) = running.pop() {
-                        // SIGTERM: the replica drains, commits and leaves the group.
-                        if let Some(pid) = c.id() {
-                            let _ = std::process::Command::new("kill")
-                                .args(["-TERM", &pid.to_string()])
-                                .status();
-                        }
-                        stopping.push(tokio::spawn(async move { c.wait().await }));
+                    if let Some(c) = running.pop() {
+                        stopping.push(stop(c));
                     }
                 }
                 events.push((t, requested, next));
@@ -346,14 +346,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::ensure!(Instant::now() < deadline, "the group did not catch up");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    for mut c in running {
-        if let Some(pid) = c.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
-        let _ = c.wait().await;
-    }
+    stopping.extend(running.into_iter().map(stop));
     for s in stopping {
         let _ = s.await;
     }

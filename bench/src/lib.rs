@@ -53,6 +53,28 @@ pub fn report_head(title: &str, bin: &str, setup: &str) -> String {
     )
 }
 
+/// The command line of a `docflow-testbed` replica on `stack`: `work_ms` a record,
+/// `workers` at a time (topic, group and the rest are the caller's to add).
+pub fn testbed_command(
+    stack: &docflow_embedded::Stack,
+    work_ms: u64,
+    workers: usize,
+) -> anyhow::Result<Vec<String>> {
+    Ok(vec![
+        docflow_embedded::workspace_binary("docflow-testbed")?
+            .display()
+            .to_string(),
+        "--kafka-bootstrap-servers".into(),
+        stack.broker.bootstrap_servers(),
+        "--database-url".into(),
+        stack.database_url.clone(),
+        "--work-ms".into(),
+        work_ms.to_string(),
+        "--workers".into(),
+        workers.to_string(),
+    ])
+}
+
 /// The token every benchmark uploads with (tenant `bench`).
 pub const TOKEN: &str = "bench-token";
 

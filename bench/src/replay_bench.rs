@@ -20,7 +20,7 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::produce;
 use docflow_config::ConsumerArgs;
-use docflow_embedded::{Stack, unique_name, workspace_binary};
+use docflow_embedded::{Stack, unique_name};
 use docflow_replay::{Output, PlanArgs, SideRun, TargetArgs, side};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
@@ -61,17 +61,7 @@ fn id_of(topic: &str) -> impl Fn(usize) -> (String, String) + use<> {
 }
 
 fn testbed_command(stack: &Stack) -> anyhow::Result<Vec<String>> {
-    Ok(vec![
-        workspace_binary("docflow-testbed")?.display().to_string(),
-        "--kafka-bootstrap-servers".into(),
-        stack.broker.bootstrap_servers(),
-        "--database-url".into(),
-        stack.database_url.clone(),
-        "--work-ms".into(),
-        WORK_MS.to_string(),
-        "--workers".into(),
-        WORKERS.to_string(),
-    ])
+    docflow_bench::testbed_command(stack, WORK_MS, WORKERS)
 }
 
 fn plan_args(stack: &Stack, group: &str, topic: &str) -> PlanArgs {

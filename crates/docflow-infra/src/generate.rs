@@ -280,6 +280,26 @@ fn deployment_head(
     );
 }
 
+/// A container's start: name, the image, its binary, its port, the shared ConfigMap, and
+/// the `env:` list the caller fills.
+fn container_head(out: &mut String, name: &str, binary: &str, port_name: &str, port: u16) {
+    let _ = write!(
+        out,
+        "        - name: {name}
+          image: docflow:latest
+          command: [{bin}]
+          ports:
+            - name: {port_name}
+              containerPort: {port}
+          envFrom:
+            - configMapRef:
+                name: docflow-config
+          env:
+",
+        bin = q(binary),
+    );
+}
+
 fn volumes(out: &mut String, kafka: bool, tokens: bool) {
     out.push_str("      volumes:\n");
     if kafka {
@@ -317,19 +337,10 @@ fn registry(plan: &PlanFile, files: &mut Files) {
         "      # SIGTERM: in-flight requests finish, then it exits (seconds).\n",
         "",
     );
+    container_head(&mut d, "registry", "docflow-registry", "http", 8081);
     let _ = write!(
         d,
-        "        - name: registry
-          image: docflow:latest
-          command: [\"docflow-registry\"]
-          ports:
-            - name: http
-              containerPort: 8081
-          envFrom:
-            - configMapRef:
-                name: docflow-config
-          env:
-            - name: DOCFLOW_REGISTRY_LISTEN
+        "            - name: DOCFLOW_REGISTRY_LISTEN
               value: 0.0.0.0:8081
 "
     );
@@ -413,19 +424,10 @@ fn ingest(plan: &PlanFile, files: &mut Files) -> Result<(), InfraError> {
         ),
         "",
     );
+    container_head(&mut d, "ingest", "docflow-ingest", "http", 8080);
     let _ = write!(
         d,
-        "        - name: ingest
-          image: docflow:latest
-          command: [\"docflow-ingest\"]
-          ports:
-            - name: http
-              containerPort: 8080
-          envFrom:
-            - configMapRef:
-                name: docflow-config
-          env:
-            - name: DOCFLOW_INGEST_LISTEN
+        "            - name: DOCFLOW_INGEST_LISTEN
               value: 0.0.0.0:8080
             - name: DOCFLOW_INGEST_MAX_WAIT
               value: {mw}
@@ -610,19 +612,10 @@ fn stage_base(plan: &PlanFile, stage: &StageSpec, files: &mut Files) -> Result<(
             ""
         },
     );
+    container_head(&mut d, &stage.name, &stage.binary, "metrics", METRICS_PORT);
     let _ = write!(
         d,
-        "        - name: {s}
-          image: docflow:latest
-          command: [{bin}]
-          ports:
-            - name: metrics
-              containerPort: {METRICS_PORT}
-          envFrom:
-            - configMapRef:
-                name: docflow-config
-          env:
-            - name: DOCFLOW_METRICS_LISTEN
+        "            - name: DOCFLOW_METRICS_LISTEN
               value: 0.0.0.0:{METRICS_PORT}
             - name: DOCFLOW_SHUTDOWN_GRACE
               value: {grace}
@@ -630,8 +623,6 @@ fn stage_base(plan: &PlanFile, stage: &StageSpec, files: &mut Files) -> Result<(
             - name: KAFKA_MAX_POLL_INTERVAL
               value: 300s
 ",
-        s = stage.name,
-        bin = q(&stage.binary),
         grace = q(&plan.shutdown_grace),
     );
     for e in &stage.env {

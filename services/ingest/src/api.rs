@@ -212,6 +212,13 @@ async fn upload(
 ) -> Result<Response, ApiError> {
     let mut timing = Timing::start();
     let headers = req.headers().clone();
+    // The caller's trace when it sent one (continued even without span export; see
+    // `metrics::observe`).
+    let trace = req
+        .extensions()
+        .get::<TraceContext>()
+        .copied()
+        .unwrap_or_else(TraceContext::new_root);
     // Who asks comes first: a bad query from an unknown client is a 401, not a 400.
     let tenant = tenant(&state, &headers).await?;
     let Query(q) =
@@ -333,10 +340,6 @@ async fn upload(
     timing.mark("record");
 
     // 3. The event; the answer waits for the broker's ack.
-    // The caller's trace when it sent one (continued even without span export).
-    let trace = docflow_runtime::trace::TraceContext::from_header(
-        headers.get("traceparent").map(|v| v.as_bytes()),
-    );
     match produce(&state, &job, &trace).await {
         Ok(()) => {
             timing.mark("produce");

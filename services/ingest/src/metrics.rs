@@ -82,7 +82,7 @@ impl IngestMetrics {
 /// ids do not become labels).
 pub(crate) async fn observe(
     State(state): State<Arc<AppState>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let route = req
@@ -99,19 +99,15 @@ pub(crate) async fn observe(
         http.response.status_code = tracing::field::Empty,
         docflow.job_id = tracing::field::Empty,
     );
-    if let Some(parent) = req
-        .headers()
-        .get("traceparent")
-        .and_then(|v| docflow_runtime::trace::TraceContext::parse(v.as_bytes()))
-    {
-        let _ = docflow_runtime::trace::adopt(
-            &span,
-            docflow_runtime::trace::TraceContext {
-                parent_span_id: Some(parent.span_id),
-                ..parent
-            },
-        );
+    // The request's context, once: handlers take it from the extensions (what they produce
+    // continues the caller's trace, exported or not).
+    let trace = docflow_runtime::trace::TraceContext::from_header(
+        req.headers().get("traceparent").map(|v| v.as_bytes()),
+    );
+    if trace.parent_span_id.is_some() {
+        let _ = docflow_runtime::trace::adopt(&span, trace);
     }
+    req.extensions_mut().insert(trace);
     let started = Instant::now();
     let resp = next.run(req).instrument(span.clone()).await;
     span.record("http.response.status_code", resp.status().as_u16());

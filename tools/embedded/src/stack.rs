@@ -746,9 +746,11 @@ fn read_all(
 }
 
 fn committed_sum(kafka: &KafkaArgs, group: &str, topic: &str) -> Result<i64, EmbeddedError> {
-    Ok(partition_offsets(kafka, group, topic)?
+    let (_, committed) = committed_offsets(kafka, group, topic)?;
+    Ok(committed
+        .elements()
         .iter()
-        .filter_map(|(_, c, _)| *c)
+        .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0))
         .sum())
 }
 
@@ -758,6 +760,26 @@ fn partition_offsets(
     group: &str,
     topic: &str,
 ) -> Result<Vec<(i32, Option<i64>, i64)>, EmbeddedError> {
+    let (c, committed) = committed_offsets(kafka, group, topic)?;
+    let mut out = Vec::new();
+    for e in committed.elements() {
+        let (_, high) = c
+            .fetch_watermarks(topic, e.partition(), Duration::from_secs(10))
+            .map_err(|source| EmbeddedError::Kafka {
+                context: "watermarks",
+                source,
+            })?;
+        out.push((e.partition(), e.offset().to_raw().filter(|o| *o >= 0), high));
+    }
+    Ok(out)
+}
+
+/// `group`'s committed offsets on every partition of `topic`, and the client that read them.
+fn committed_offsets(
+    kafka: &KafkaArgs,
+    group: &str,
+    topic: &str,
+) -> Result<(BaseConsumer, TopicPartitionList), EmbeddedError> {
     let kafka_err = |context: &'static str| move |source| EmbeddedError::Kafka { context, source };
     let c: BaseConsumer = kafka
         .client_config("docflow-stack-offsets")
@@ -775,12 +797,5 @@ fn partition_offsets(
     let committed = c
         .committed_offsets(tpl, Duration::from_secs(10))
         .map_err(kafka_err("committed offsets"))?;
-    let mut out = Vec::new();
-    for e in committed.elements() {
-        let (_, high) = c
-            .fetch_watermarks(topic, e.partition(), Duration::from_secs(10))
-            .map_err(kafka_err("watermarks"))?;
-        out.push((e.partition(), e.offset().to_raw().filter(|o| *o >= 0), high));
-    }
-    Ok(out)
+    Ok((c, committed))
 }
