@@ -120,7 +120,25 @@ pub struct ConsumerArgs {
     /// leaves it its share of the machine.
     #[arg(long = "max-rate", env = "DOCFLOW_MAX_RATE", default_value_t = 0.0)]
     pub max_rate: f64,
+
+    /// Topic every replica reports its status to (its assigned partitions, whether they are
+    /// paused, records in flight: what only the replica knows), read by ingest's console;
+    /// empty: no reports.
+    #[arg(long = "status-topic", env = "DOCFLOW_STATUS_TOPIC", default_value = STATUS_TOPIC)]
+    pub status_topic: String,
+
+    /// How often a replica reports its status.
+    #[arg(
+        long = "status-interval",
+        env = "DOCFLOW_STATUS_INTERVAL",
+        default_value = "5s",
+        value_parser = crate::parse_duration
+    )]
+    pub status_interval: Duration,
 }
+
+/// The default `--status-topic`.
+pub const STATUS_TOPIC: &str = "docflow.consumer-status";
 
 /// One partition's range of `--assign-range`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +201,8 @@ impl Default for ConsumerArgs {
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
             assign_ranges: Vec::new(),
             max_rate: 0.0,
+            status_topic: STATUS_TOPIC.to_owned(),
+            status_interval: Duration::from_secs(5),
         }
     }
 }

@@ -11,7 +11,7 @@ mod objects;
 mod registry;
 pub mod telemetry;
 
-pub use consumer::{AssignRange, ConsumerArgs};
+pub use consumer::{AssignRange, ConsumerArgs, STATUS_TOPIC};
 pub use database::DatabaseArgs;
 pub use kafka::{KafkaArgs, SaslMechanism, SecurityProtocol};
 pub use objects::ObjectStoreArgs;

@@ -16,6 +16,7 @@ pub mod positions;
 pub mod producer;
 pub mod retry;
 pub mod shutdown;
+pub mod status;
 pub mod trace;
 
 pub use consumer::{ConsumerSpec, run, run_service};

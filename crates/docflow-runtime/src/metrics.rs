@@ -46,6 +46,7 @@ pub struct ConsumerMetrics {
     pub(crate) assigned_partitions: IntGaugeVec,
     pub(crate) rebalances: IntCounterVec,
     pub(crate) dlq_write_errors: IntCounterVec,
+    pub(crate) status_reports: IntCounterVec,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(
@@ -146,6 +147,16 @@ impl ConsumerMetrics {
                         "Rebalance callbacks by kind: assign, revoke, lost",
                     ),
                     &["group", "kind"],
+                ),
+            )?,
+            status_reports: reg(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "docflow_consumer_status_reports_total",
+                        "Status reports to --status-topic by outcome: sent, failed",
+                    ),
+                    &["group", "outcome"],
                 ),
             )?,
             dlq_write_errors: reg(

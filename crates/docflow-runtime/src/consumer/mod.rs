@@ -256,6 +256,14 @@ pub async fn run<H: Handler>(
     if let Err(e) = ensure_topics(kafka, &dlq_topics, Duration::from_secs(30)).await {
         tracing::warn!(error = %e, "could not create dead-letter topics; they must exist");
     }
+    if !args.status_topic.is_empty() {
+        // Reports are small and only the newest per replica matters: an hour is plenty.
+        let mut status = TopicSpec::new(&args.status_topic, 1);
+        status.config = vec![("retention.ms".into(), "3600000".into())];
+        if let Err(e) = ensure_topics(kafka, &[status], Duration::from_secs(30)).await {
+            tracing::warn!(error = %e, topic = %args.status_topic, "could not create the status topic; replica reports need it");
+        }
+    }
     let producer = match spec.producer.clone() {
         Some(p) => p,
         None => idempotent_producer(kafka, &format!("{}-dlq", spec.client_id))?,
@@ -342,10 +350,30 @@ pub async fn run<H: Handler>(
     let thread_health = health.clone();
     let grace = args.shutdown_grace;
     let max_rate = args.max_rate;
+    let reporter = if args.status_topic.is_empty() {
+        None
+    } else {
+        Some(crate::status::Reporter::new(
+            kafka,
+            args.status_topic.clone(),
+            args.status_interval.max(Duration::from_millis(100)),
+            &spec.group_id,
+            &spec.client_id,
+            shared.metrics.status_reports.clone(),
+        )?)
+    };
     std::thread::Builder::new()
         .name(format!("poll-{}", spec.group_id))
         .spawn(move || {
-            let r = PollLoop::new(&consumer, &thread_stop, &thread_health, grace, max_rate).run();
+            let r = PollLoop::new(
+                &consumer,
+                &thread_stop,
+                &thread_health,
+                grace,
+                max_rate,
+                reporter,
+            )
+            .run();
             // Leaving the group (close) runs the final revoke callbacks.
             drop(consumer);
             let _ = tx.send(r);

@@ -33,6 +33,10 @@ const IDLE_WAIT: Duration = Duration::from_millis(5);
 /// How often the gauges are refreshed.
 const METRICS_EVERY: Duration = Duration::from_secs(1);
 
+/// Least time between two status reports that a change (a pause, a new assignment) sends
+/// before the next one is due.
+const STATUS_CHANGE_MIN: Duration = Duration::from_millis(500);
+
 /// How long one poll waits while draining at shutdown.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
@@ -52,6 +56,10 @@ pub(super) struct PollLoop<'a, H: Handler> {
     rate: f64,
     tokens: f64,
     last_refill: Instant,
+    /// Status reports (`--status-topic`), if on.
+    status: Option<crate::status::Reporter>,
+    /// When the last report went, and what it said (paused, partitions).
+    last_status: Option<(Instant, bool, HashSet<Tp>)>,
 }
 
 impl<'a, H: Handler> PollLoop<'a, H> {
@@ -61,6 +69,7 @@ impl<'a, H: Handler> PollLoop<'a, H> {
         health: &'a Health,
         grace: Duration,
         max_rate: f64,
+        status: Option<crate::status::Reporter>,
     ) -> Self {
         PollLoop {
             consumer,
@@ -77,6 +86,8 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             },
             tokens: 1.0,
             last_refill: Instant::now(),
+            status,
+            last_status: None,
         }
     }
 
@@ -145,7 +156,23 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             st.update_metrics();
             self.last_metrics = Instant::now();
         }
-        (st.owned(), st.room())
+        let owned = st.owned();
+        if let Some(reporter) = &self.status {
+            let paused = st.is_paused();
+            let send = match &self.last_status {
+                None => true,
+                Some((at, was_paused, was_owned)) => {
+                    at.elapsed() >= reporter.interval
+                        || (at.elapsed() >= STATUS_CHANGE_MIN
+                            && (*was_paused != paused || *was_owned != owned))
+                }
+            };
+            if send {
+                reporter.send(&st.shared.runtime, &st.status(reporter, false));
+                self.last_status = Some((Instant::now(), paused, owned.clone()));
+            }
+        }
+        (owned, st.room())
     }
 
     /// Keeps one split-off client queue per owned partition.
@@ -274,5 +301,15 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             }
         }
         self.consumer.unsubscribe();
+        if let Some(reporter) = &self.status {
+            {
+                let st = self.state();
+                let mut last = st.status(reporter, true);
+                last.assigned.clear();
+                last.in_flight = 0;
+                reporter.send(&st.shared.runtime, &last);
+            }
+            reporter.flush();
+        }
     }
 }

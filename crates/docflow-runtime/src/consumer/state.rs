@@ -257,6 +257,35 @@ impl<H: Handler> State<H> {
         self.trackers.keys().cloned().collect()
     }
 
+    /// This replica's status for `reporter`'s next report.
+    pub(super) fn status(
+        &self,
+        reporter: &crate::status::Reporter,
+        stopped: bool,
+    ) -> crate::status::ReplicaStatus {
+        let mut assigned: Vec<crate::status::TopicPartition> = self
+            .trackers
+            .keys()
+            .map(|(topic, partition)| crate::status::TopicPartition {
+                topic: topic.clone(),
+                partition: *partition,
+            })
+            .collect();
+        assigned.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        reporter.report(
+            assigned,
+            self.paused,
+            self.in_flight,
+            self.capacity,
+            stopped,
+        )
+    }
+
+    /// Whether the assignment is paused.
+    pub(super) fn is_paused(&self) -> bool {
+        self.paused
+    }
+
     /// How many more records may be dispatched now.
     pub(super) fn room(&self) -> usize {
         self.capacity.saturating_sub(self.in_flight)

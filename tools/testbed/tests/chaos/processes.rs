@@ -5,6 +5,8 @@ use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
 
+use docflow_runtime::status::ReplicaStatus;
+
 use crate::support::{Bed, ids, metric};
 
 /// kill -9 a replica at random points, 12 times, over 5,000 records: afterwards every record
@@ -95,7 +97,25 @@ async fn scale_out_and_in_loses_nothing() {
     bed.wait_rows(200, Duration::from_secs(60)).await;
     let mut b = bed.spawn("b", &args);
     let mut c = bed.spawn("c", &args);
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Until both newcomers own partitions — a cooperative rebalance takes two rounds, each
+    // waiting for every member's next heartbeat (a fixed 4 s was sometimes too short) —
+    // then a little work each.
+    for r in [&b, &c] {
+        r.wait_ready().await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let m = r.metrics().await.unwrap();
+            if metric(&m, "docflow_consumer_assigned_partitions", &[]) > 0.0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a scaled-out replica got no partitions\n{m}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let mid = bed.rows().await;
     // All three worked: rows were written by three processes.
     assert!(b.terminate(), "b exits 0");
@@ -140,7 +160,31 @@ async fn handler_longer_than_max_poll_interval_causes_no_rebalance() {
     r.wait_ready().await.unwrap();
     bed.wait_rows(3, Duration::from_secs(60)).await;
     let m = r.metrics().await.unwrap();
+    // What only the replica knows, in its status reports (what ingest's console shows):
+    // both partitions assigned and paused, at capacity with its one record in flight.
+    let reports = || async {
+        bed.stack
+            .records(docflow_config::STATUS_TOPIC)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, v)| serde_json::from_slice::<ReplicaStatus>(&v).unwrap())
+            .filter(|s| s.group == bed.group)
+            .collect::<Vec<_>>()
+    };
+    let paused = reports()
+        .await
+        .into_iter()
+        .find(|s| s.paused)
+        .unwrap_or_else(|| panic!("no paused report\n{m}"));
+    assert_eq!(paused.assigned.len(), 2, "{paused:?}");
+    assert_eq!((paused.in_flight, paused.capacity), (1, 1), "{paused:?}");
+    assert!(!paused.stopped);
     assert!(r.terminate());
+    // Its last report says it left.
+    let last = reports().await.into_iter().max_by_key(|s| s.at_ms).unwrap();
+    assert!(last.stopped && last.assigned.is_empty(), "{last:?}");
+    assert!(!last.is_current(last.at_ms));
     assert_eq!(
         metric(
             &m,
