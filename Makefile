@@ -16,11 +16,12 @@ NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
 
-tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding models, onnxruntime and the Confluent Python client (interop tests) into the cache; link them under .tools/
+tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding models, onnxruntime, the Confluent Python client (interop tests) into the cache, link them under .tools/; and Debian's chromium + chromedriver (the console's browser test)
 	@./scripts/install-broker.sh
 	@./scripts/install-pdfium.sh
 	@./scripts/install-models.sh
 	@./scripts/install-python-clients.sh
+	@./scripts/install-browser.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
 	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings -p docflow-analytics-rollup

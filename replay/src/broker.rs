@@ -11,15 +11,28 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+use docflow_runtime::Record;
+
 use crate::ReplayError;
 
 /// How long one broker request may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client acting for `group` (never joining it: partitions are assigned, not subscribed).
-pub(crate) fn client(kafka: &KafkaArgs, group: &str) -> Result<BaseConsumer, ReplayError> {
+pub fn client(kafka: &KafkaArgs, group: &str) -> Result<BaseConsumer, ReplayError> {
+    client_as(kafka, group, "docflow-replay")
+}
+
+/// [`client`] with its own `client.id` (what the broker's logs name it).
+pub fn client_as(
+    kafka: &KafkaArgs,
+    group: &str,
+    client_id: &str,
+) -> Result<BaseConsumer, ReplayError> {
     kafka
-        .client_config("docflow-replay")
+        .client_config(client_id)
+        // Reads here are short and bounded: no large prefetch per partition.
+        .set("queued.max.messages.kbytes", "4096")
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -32,7 +45,7 @@ pub(crate) fn client(kafka: &KafkaArgs, group: &str) -> Result<BaseConsumer, Rep
 }
 
 /// Partition numbers of `topic`.
-pub(crate) fn partitions(c: &BaseConsumer, topic: &str) -> Result<Vec<i32>, ReplayError> {
+pub fn partitions(c: &BaseConsumer, topic: &str) -> Result<Vec<i32>, ReplayError> {
     let md = c
         .fetch_metadata(Some(topic), TIMEOUT)
         .map_err(ReplayError::kafka("metadata"))?;
@@ -47,7 +60,7 @@ pub(crate) fn partitions(c: &BaseConsumer, topic: &str) -> Result<Vec<i32>, Repl
 }
 
 /// Log start and end of one partition.
-pub(crate) fn watermarks(
+pub fn watermarks(
     c: &BaseConsumer,
     topic: &str,
     partition: i32,
@@ -57,7 +70,7 @@ pub(crate) fn watermarks(
 }
 
 /// The group's committed offset per partition (`None`: nothing committed).
-pub(crate) fn committed(
+pub fn committed(
     c: &BaseConsumer,
     topic: &str,
     partitions: &[i32],
@@ -81,7 +94,7 @@ pub(crate) fn committed(
 }
 
 /// Members of `group` (empty when nobody consumes).
-pub(crate) fn members(c: &BaseConsumer, group: &str) -> Result<Vec<String>, ReplayError> {
+pub fn members(c: &BaseConsumer, group: &str) -> Result<Vec<String>, ReplayError> {
     let list = c
         .fetch_group_list(Some(group), TIMEOUT)
         .map_err(ReplayError::kafka("describing the group"))?;
@@ -98,11 +111,7 @@ pub(crate) fn members(c: &BaseConsumer, group: &str) -> Result<Vec<String>, Repl
 }
 
 /// Commits `offsets` (partition, offset) of `topic` for the client's group.
-pub(crate) fn commit(
-    c: &BaseConsumer,
-    topic: &str,
-    offsets: &[(i32, i64)],
-) -> Result<(), ReplayError> {
+pub fn commit(c: &BaseConsumer, topic: &str, offsets: &[(i32, i64)]) -> Result<(), ReplayError> {
     let mut tpl = TopicPartitionList::new();
     for &(p, o) in offsets {
         tpl.add_partition_offset(topic, p, Offset::Offset(o))
@@ -114,7 +123,7 @@ pub(crate) fn commit(
 
 /// The broker's answer to "first offset with a timestamp at or after `ts_ms`" (ListOffsets
 /// by time); `None` when it has none (every record is earlier).
-pub(crate) fn offset_for_time(
+pub fn offset_for_time(
     c: &BaseConsumer,
     topic: &str,
     partition: i32,
@@ -137,7 +146,7 @@ pub(crate) fn offset_for_time(
 /// The first record at or after `offset` in the partition: its offset and timestamp (ms);
 /// `None` when the partition has none there (its end). No answer in time is an error, not
 /// "none": the time search must not take a slow fetch for the end of the log.
-pub(crate) fn record_at(
+pub fn record_at(
     c: &BaseConsumer,
     topic: &str,
     partition: i32,
@@ -148,20 +157,110 @@ pub(crate) fn record_at(
         .map_err(ReplayError::kafka("building the assignment"))?;
     c.assign(&tpl)
         .map_err(ReplayError::kafka("assigning for a read"))?;
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while std::time::Instant::now() < deadline {
-        match c.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) if m.partition() == partition && m.offset() >= offset => {
-                let ts = m.timestamp().to_millis().unwrap_or(i64::MIN);
-                return Ok(Some((m.offset(), ts)));
+    let read = (|| {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while std::time::Instant::now() < deadline {
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m))
+                    if m.topic() == topic && m.partition() == partition && m.offset() >= offset =>
+                {
+                    let ts = m.timestamp().to_millis().unwrap_or(i64::MIN);
+                    return Ok(Some((m.offset(), ts)));
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) if p == partition => return Ok(None),
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => return Err(ReplayError::kafka("reading a record")(e)),
+                _ => {}
             }
-            Some(Err(KafkaError::PartitionEOF(p))) if p == partition => return Ok(None),
-            Some(Err(KafkaError::PartitionEOF(_))) => {}
-            Some(Err(e)) => return Err(ReplayError::kafka("reading a record")(e)),
-            _ => {}
+        }
+        Err(ReplayError::Task(format!(
+            "no answer reading {topic} [{partition}] at {offset} within {TIMEOUT:?}"
+        )))
+    })();
+    // Nothing keeps fetching in the background for a read that is over.
+    let _ = c.unassign();
+    read
+}
+
+/// The newest `n` records of each partition of `topic` (none when it does not exist), in no
+/// particular order: what a console shows of a dead-letter topic.
+pub fn tail(c: &BaseConsumer, topic: &str, n: i64) -> Result<Vec<Record>, ReplayError> {
+    read_to_end(
+        c,
+        topic,
+        |_, start, end| (end - n.max(1)).max(start),
+        TIMEOUT,
+    )
+}
+
+/// Every record of `topic` from the offset `from(partition, log start, log end)` of each
+/// partition to the end that partition had when the read began (none when the topic does
+/// not exist). A read that gets no record for `stall` fails: a large topic is fine, a
+/// stalled read is not.
+pub fn read_to_end(
+    c: &BaseConsumer,
+    topic: &str,
+    from: impl Fn(i32, i64, i64) -> i64,
+    stall: Duration,
+) -> Result<Vec<Record>, ReplayError> {
+    let ids = match partitions(c, topic) {
+        Ok(p) => p,
+        // Nothing written yet: no topic yet.
+        Err(ReplayError::NoSuchTopic(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut ends = std::collections::BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    let mut starts = std::collections::BTreeMap::new();
+    for p in ids {
+        let (start, end) = watermarks(c, topic, p)?;
+        if end > start {
+            let at = from(p, start, end).clamp(start, end);
+            ends.insert(p, end);
+            starts.insert(p, at);
+            tpl.add_partition_offset(topic, p, Offset::Offset(at))
+                .map_err(ReplayError::kafka("building the assignment"))?;
         }
     }
-    Err(ReplayError::Task(format!(
-        "no answer reading {topic} [{partition}] at {offset} within {TIMEOUT:?}"
-    )))
+    if ends.is_empty() {
+        return Ok(Vec::new());
+    }
+    c.assign(&tpl)
+        .map_err(ReplayError::kafka("assigning for a read"))?;
+    let read = (|| {
+        let mut out = Vec::new();
+        let mut deadline = std::time::Instant::now() + stall;
+        while !ends.is_empty() {
+            if std::time::Instant::now() > deadline {
+                return Err(ReplayError::Task(format!(
+                    "reading {topic}: nothing for {stall:?} before its end"
+                )));
+            }
+            match c.poll(Duration::from_millis(200)) {
+                // A record of an earlier read still in flight is not this read's.
+                Some(Ok(m))
+                    if m.topic() == topic
+                        && starts.get(&m.partition()).is_some_and(|s| m.offset() >= *s) =>
+                {
+                    deadline = std::time::Instant::now() + stall;
+                    let end = ends.get(&m.partition()).copied().unwrap_or(0);
+                    if m.offset() < end {
+                        out.push(Record::from_message(&m));
+                    }
+                    if m.offset() + 1 >= end {
+                        ends.remove(&m.partition());
+                    }
+                }
+                // The end (records at the tail can be missing: compaction, control records).
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    ends.remove(&p);
+                }
+                Some(Err(e)) => return Err(ReplayError::kafka("reading a record")(e)),
+                Some(Ok(_)) | None => {}
+            }
+        }
+        Ok(out)
+    })();
+    let _ = c.unassign();
+    read
 }

@@ -29,12 +29,9 @@ use docflow_runtime::Record;
 use docflow_runtime::dlq::headers as h;
 use docflow_runtime::metrics::now_ms;
 use docflow_store::Redrives;
-use rdkafka::Message;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use crate::{ReplayError, broker, parse_time};
 
@@ -114,59 +111,28 @@ impl std::fmt::Display for DlqReport {
 
 /// Every record of `topic` from the log start to the end it had when the read began.
 fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<Record>, ReplayError> {
-    let partitions = match broker::partitions(c, topic) {
-        Ok(p) => p,
-        // No dead letters yet: no topic yet.
-        Err(ReplayError::NoSuchTopic(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut ends = BTreeMap::new();
-    let mut tpl = TopicPartitionList::new();
-    for p in partitions {
-        let (start, end) = broker::watermarks(c, topic, p)?;
-        if end > start {
-            ends.insert(p, end);
-            tpl.add_partition_offset(topic, p, Offset::Offset(start))
-                .map_err(ReplayError::kafka("building the assignment"))?;
-        }
-    }
-    c.assign(&tpl)
-        .map_err(ReplayError::kafka("assigning the DLQ"))?;
-    let mut out = Vec::new();
-    let mut done: BTreeMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
-    // Reset on every record: a large DLQ is fine, a stalled read is not.
-    let mut deadline = std::time::Instant::now() + STALL;
-    while done.values().any(|d| !d) {
-        if std::time::Instant::now() > deadline {
-            return Err(ReplayError::Task(format!(
-                "reading {topic}: nothing for {STALL:?} before its end"
-            )));
-        }
-        let m = match c.poll(Duration::from_millis(200)) {
-            None => continue,
-            // The end (records at the tail can be missing: compaction, control records).
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                done.insert(p, true);
-                continue;
-            }
-            Some(m) => m.map_err(ReplayError::kafka("reading the DLQ"))?,
-        };
-        deadline = std::time::Instant::now() + STALL;
-        let end = ends.get(&m.partition()).copied().unwrap_or(0);
-        if m.offset() >= end {
-            continue;
-        }
-        if m.offset() + 1 >= end {
-            done.insert(m.partition(), true);
-        }
-        out.push(Record::from_message(&m));
-    }
-    Ok(out)
+    broker::read_to_end(c, topic, |_, start, _| start, STALL)
 }
 
 /// Reads the group's DLQ and redrives what the filters and the record of earlier runs let
 /// through (dry run unless `execute`).
 pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
+    let pool = docflow_store::open(&args.database.url, args.database.max_connections)
+        .await
+        .map_err(|e| ReplayError::Store(e.to_string()))?;
+    let producer: FutureProducer =
+        docflow_runtime::producer::idempotent_producer(&args.kafka, "docflow-replay-dlq")
+            .map_err(|e| ReplayError::Task(e.to_string()))?;
+    redrive_with(args, &Redrives::new(pool), &producer).await
+}
+
+/// [`redrive`] with the result store's redrive records and a producer the caller has (a
+/// long-running service: ingest's console); `args.database` is not used.
+pub async fn redrive_with(
+    args: &DlqArgs,
+    redrives: &Redrives,
+    producer: &FutureProducer,
+) -> Result<DlqReport, ReplayError> {
     let dlq_topic = docflow_events::topics::dead_letter(&args.topic, &args.group);
     let (kafka, group, t) = (args.kafka.clone(), args.group.clone(), dlq_topic.clone());
     let letters = tokio::task::spawn_blocking(move || {
@@ -175,13 +141,6 @@ pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
     })
     .await
     .map_err(|e| ReplayError::Task(e.to_string()))??;
-    let pool = docflow_store::open(&args.database.url, args.database.max_connections)
-        .await
-        .map_err(|e| ReplayError::Store(e.to_string()))?;
-    let redrives = Redrives::new(pool);
-    let producer: FutureProducer =
-        docflow_runtime::producer::idempotent_producer(&args.kafka, "docflow-replay-dlq")
-            .map_err(|e| ReplayError::Task(e.to_string()))?;
     let mut report = DlqReport {
         read: letters.len(),
         ..DlqReport::default()
@@ -214,7 +173,7 @@ pub async fn redrive(args: &DlqArgs) -> Result<DlqReport, ReplayError> {
         }
         if args.execute {
             send_back(
-                &producer,
+                producer,
                 &args.topic,
                 &args.group,
                 &dlq_topic,

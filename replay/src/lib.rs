@@ -27,12 +27,12 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use docflow_config::{KafkaArgs, TelemetryArgs};
 
-mod broker;
+pub mod broker;
 mod dlq;
 pub mod rate;
 pub mod side;
 
-pub use dlq::{DlqArgs, DlqReport, redrive};
+pub use dlq::{DlqArgs, DlqReport, redrive, redrive_with};
 pub use side::{SideRun, SideSummary};
 
 /// Why a replay could not be planned or applied.

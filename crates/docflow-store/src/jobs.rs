@@ -39,6 +39,24 @@ pub struct Job {
     pub produced_at_ms: Option<i64>,
 }
 
+const COLUMNS: &str = "tenant_id, document_id, object_uri, content_type, size_bytes, file_name, \
+     status, uploads, created_at_ms, produced_at_ms";
+
+fn from_row(r: &sqlx::any::AnyRow) -> Job {
+    Job {
+        tenant_id: r.get(0),
+        job_id: r.get(1),
+        object_uri: r.get(2),
+        content_type: r.get(3),
+        size_bytes: r.get(4),
+        file_name: r.get(5),
+        status: r.get(6),
+        uploads: r.get(7),
+        created_at_ms: r.get(8),
+        produced_at_ms: r.get(9),
+    }
+}
+
 /// Job storage over the service database.
 #[derive(Debug, Clone)]
 pub struct Jobs {
@@ -59,26 +77,25 @@ impl Jobs {
 
     /// The job of `tenant` for `document_id`.
     pub async fn get(&self, tenant: &str, document_id: &str) -> Result<Option<Job>, StoreError> {
-        let row = sqlx::query(
-            "SELECT tenant_id, document_id, object_uri, content_type, size_bytes, file_name, status, \
-             uploads, created_at_ms, produced_at_ms FROM ingest_jobs WHERE tenant_id = $1 AND document_id = $2",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM ingest_jobs WHERE tenant_id = $1 AND document_id = $2"
+        ))
         .bind(tenant)
         .bind(document_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| Job {
-            tenant_id: r.get(0),
-            job_id: r.get(1),
-            object_uri: r.get(2),
-            content_type: r.get(3),
-            size_bytes: r.get(4),
-            file_name: r.get(5),
-            status: r.get(6),
-            uploads: r.get(7),
-            created_at_ms: r.get(8),
-            produced_at_ms: r.get(9),
-        }))
+        Ok(row.as_ref().map(from_row))
+    }
+
+    /// The newest `limit` jobs of every tenant, newest first (the operators' console).
+    pub async fn recent(&self, limit: u32) -> Result<Vec<Job>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM ingest_jobs ORDER BY created_at_ms DESC, document_id LIMIT $1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(from_row).collect())
     }
 
     /// Records an upload: inserts the job, or counts another upload of the same bytes.

@@ -27,7 +27,7 @@ pub use blobs::{BlobError, Blobs, Staged};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use redrives::Redrives;
-pub use results::{ResultStore, StageRun, StageStatus};
+pub use results::{ResultStore, StageRun, StageStatus, StageWindow};
 pub use search::SearchIndex;
 pub use text::{ChunkRow, DocumentText, PageText, TextKey, TextSource, TextStore};
 pub use tokens::{TokenInfo, Tokens};

@@ -36,6 +36,27 @@ impl Redrives {
         Ok(n > 0)
     }
 
+    /// How many dead letters at offsets `from..to` of `partition` of `dlq_topic` were
+    /// redriven (those still in the topic, when `from..to` is its log start..end).
+    pub async fn count_in(
+        &self,
+        dlq_topic: &str,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM dlq_redrives \
+             WHERE dlq_topic = $1 AND part = $2 AND off >= $3 AND off < $4",
+        )
+        .bind(dlq_topic)
+        .bind(i64::from(partition))
+        .bind(from)
+        .bind(to)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     /// Records that the dead letter was redriven (after its copy was acknowledged);
     /// recording it again changes nothing.
     pub async fn record(
@@ -58,5 +79,32 @@ impl Redrives {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::ScratchDb;
+
+    #[tokio::test]
+    async fn redrives_are_remembered_and_counted_by_range() {
+        for db in ScratchDb::all().await.unwrap() {
+            let r = Redrives::new(crate::open(&db.url, 2).await.unwrap());
+            for off in [3, 5, 9] {
+                r.record("t.dlq.g", 0, off, "g", 1).await.unwrap();
+            }
+            r.record("t.dlq.g", 0, 5, "g", 2).await.unwrap();
+            r.record("t.dlq.g", 1, 4, "g", 1).await.unwrap();
+            assert!(r.was_redriven("t.dlq.g", 0, 5).await.unwrap());
+            assert!(!r.was_redriven("t.dlq.g", 0, 4).await.unwrap());
+            assert_eq!(r.count_in("t.dlq.g", 0, 0, 10).await.unwrap(), 3);
+            // Retention took offsets before 4: the redrive of 3 is no longer in the topic.
+            assert_eq!(r.count_in("t.dlq.g", 0, 4, 10).await.unwrap(), 2);
+            assert_eq!(r.count_in("t.dlq.g", 0, 4, 9).await.unwrap(), 1);
+            assert_eq!(r.count_in("t.dlq.g", 1, 0, 10).await.unwrap(), 1);
+            assert_eq!(r.count_in("other", 0, 0, 10).await.unwrap(), 0);
+            db.drop_now().await.unwrap();
+        }
     }
 }

@@ -233,6 +233,129 @@ impl ResultStore {
     }
 }
 
+/// Runs of one stage that finished in a window: how many and how long they took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StageWindow {
+    /// Runs done.
+    pub done: u64,
+    /// Runs failed or dead-lettered.
+    pub failed: u64,
+    /// Runs done in the recent part of the window (`recent_since_ms` on).
+    pub recent_done: u64,
+    /// Runs failed or dead-lettered in the recent part of the window.
+    pub recent_failed: u64,
+    /// Median run time of the done runs, ms.
+    pub p50_ms: Option<i64>,
+    /// 99th percentile run time of the done runs, ms.
+    pub p99_ms: Option<i64>,
+    /// Whether the window held more runs than were read (the figures are of the newest
+    /// [`WINDOW_MAX_RUNS`]).
+    pub truncated: bool,
+}
+
+/// Most runs [`ResultStore::window`] reads.
+pub const WINDOW_MAX_RUNS: usize = 20_000;
+
+/// The nearest-rank quantile `q` of sorted `values`.
+fn quantile(sorted: &[i64], q: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    // Nearest rank: the smallest value with at least q of the values at or below it.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+impl ResultStore {
+    /// The runs of `stage` (every version, every tenant) finished at or after `since_ms`,
+    /// counting apart those finished at or after `recent_since_ms` — one read for a
+    /// console's throughput (recent) and run-time quantiles (whole window).
+    pub async fn window(
+        &self,
+        stage: &str,
+        since_ms: i64,
+        recent_since_ms: i64,
+    ) -> Result<StageWindow, StoreError> {
+        let max = i64::try_from(WINDOW_MAX_RUNS).unwrap_or(i64::MAX);
+        let rows = sqlx::query(
+            "SELECT status, finished_at_ms - started_at_ms, finished_at_ms FROM stage_runs \
+             WHERE stage = $1 AND finished_at_ms >= $2 ORDER BY finished_at_ms DESC LIMIT $3",
+        )
+        .bind(stage)
+        .bind(since_ms)
+        .bind(max + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = StageWindow {
+            truncated: rows.len() > WINDOW_MAX_RUNS,
+            ..StageWindow::default()
+        };
+        let mut durations = Vec::with_capacity(rows.len().min(WINDOW_MAX_RUNS));
+        for r in rows.iter().take(WINDOW_MAX_RUNS) {
+            let status: String = r.try_get(0)?;
+            let recent = r.try_get::<i64, _>(2)? >= recent_since_ms;
+            match StageStatus::parse(&status) {
+                Some(StageStatus::Done) => {
+                    out.done += 1;
+                    out.recent_done += u64::from(recent);
+                    durations.push(r.try_get::<i64, _>(1)?.max(0));
+                }
+                Some(_) => {
+                    out.failed += 1;
+                    out.recent_failed += u64::from(recent);
+                }
+                None => {}
+            }
+        }
+        durations.sort_unstable();
+        out.p50_ms = quantile(&durations, 0.50);
+        out.p99_ms = quantile(&durations, 0.99);
+        Ok(out)
+    }
+
+    /// [`ResultStore::latest_runs`] of each (tenant, document) in `docs`, in one query.
+    pub async fn latest_runs_of(
+        &self,
+        docs: &[(String, String)],
+    ) -> Result<Vec<Vec<StageRun>>, StoreError> {
+        if docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=docs.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM stage_runs WHERE document_id IN ({}) \
+             ORDER BY tenant_id, document_id, stage, stage_version DESC",
+            placeholders.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (_, doc) in docs {
+            q = q.bind(doc);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        let mut out: Vec<Vec<StageRun>> = vec![Vec::new(); docs.len()];
+        for r in &rows {
+            let run = from_row(r)?;
+            for (i, (tenant, doc)) in docs.iter().enumerate() {
+                if &run.tenant_id == tenant && &run.document_id == doc {
+                    let runs = &mut out[i];
+                    if runs
+                        .last()
+                        .is_none_or(|prev: &StageRun| prev.stage != run.stage)
+                    {
+                        runs.push(run.clone());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +439,52 @@ mod tests {
                 .await
                 .unwrap()
                 .is_none()
+        );
+
+        // The same, for several documents at once (the console's recent jobs).
+        let of = store
+            .latest_runs_of(&[
+                ("t1".into(), "d1".into()),
+                ("t2".into(), "d1".into()),
+                ("t1".into(), "nope".into()),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(of[0], latest);
+        assert!(of[1].is_empty() && of[2].is_empty());
+
+        // A stage's window: done runs' quantiles, failures counted apart, older runs out.
+        for (i, ms) in [10_i64, 20, 30, 40, 1_000].into_iter().enumerate() {
+            let mut r = run("ocr", 1, StageStatus::Done);
+            r.document_id = format!("w{i}");
+            r.started_at_ms = 100_000;
+            r.finished_at_ms = 100_000 + ms;
+            store.record(&r).await.unwrap();
+        }
+        let mut failed = run("ocr", 1, StageStatus::DeadLettered);
+        failed.document_id = "wf".into();
+        failed.started_at_ms = 100_000;
+        failed.finished_at_ms = 100_500;
+        store.record(&failed).await.unwrap();
+        let mut old = run("ocr", 1, StageStatus::Done);
+        old.document_id = "old".into();
+        store.record(&old).await.unwrap();
+        let w = store.window("ocr", 50_000, 100_035).await.unwrap();
+        assert_eq!(
+            w,
+            StageWindow {
+                done: 5,
+                failed: 1,
+                recent_done: 2,
+                recent_failed: 1,
+                p50_ms: Some(30),
+                p99_ms: Some(1_000),
+                truncated: false
+            }
+        );
+        assert_eq!(
+            store.window("ocr", 200_000, 200_000).await.unwrap(),
+            StageWindow::default()
         );
     }
 

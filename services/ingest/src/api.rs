@@ -1,5 +1,6 @@
 //! Routes: `POST /v1/documents`, `GET /v1/jobs/{id}`, `GET /v1/documents/{id}/thumbnail`,
-//! `GET /v1/search`, `GET /openapi.json`, `GET /healthz`, `GET /metrics`.
+//! `GET /v1/search`, `GET /v1/analytics`, `GET /openapi.json`, `GET /healthz`, `GET /readyz`,
+//! `GET /metrics`; the console and `/v1/admin/...` are in `admin`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/documents/{id}/thumbnail", get(thumbnail))
         .route("/v1/search", get(search))
         .route("/v1/analytics", get(analytics))
+        .merge(crate::admin::routes())
         .route(
             "/openapi.json",
             get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
@@ -63,23 +65,28 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The tenant of the request's bearer token: a token of the configuration, else one in the
 /// database (`docflow tokens create`; revoked ones are refused).
 async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
-    // The scheme is case-insensitive (RFC 7235 §2.1): `bearer`, `BEARER` and `Bearer` alike.
-    let token = headers
+    let token = bearer(headers).ok_or(ApiError::Unauthorized)?;
+    tenant_of(state, token).await?.ok_or(ApiError::Unauthorized)
+}
+
+/// The request's bearer token. The scheme is case-insensitive (RFC 7235 §2.1): `bearer`,
+/// `BEARER` and `Bearer` alike.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim_start().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
         .filter(|t| !t.is_empty())
-        .ok_or(ApiError::Unauthorized)?;
+}
+
+/// The tenant of `token`, if it is a tenant's token.
+pub(crate) async fn tenant_of(state: &AppState, token: &str) -> Result<Option<String>, ApiError> {
     if let Some(tenant) = state.tokens.get(token) {
-        return Ok(tenant.clone());
+        return Ok(Some(tenant.clone()));
     }
-    state
-        .db_tokens
-        .tenant_of(token)
-        .await?
-        .ok_or(ApiError::Unauthorized)
+    Ok(state.db_tokens.tenant_of(token).await?)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -503,7 +510,7 @@ fn stage_json(run: &StageRun) -> Value {
 
 /// A job with its stages: every configured stage (`pending` until it reports) and any other
 /// stage that reported; the pipeline state; text, summary and thumbnail URL once there.
-fn job_body(
+pub(crate) fn job_body(
     state: &AppState,
     job: &Job,
     runs: &[StageRun],
@@ -810,11 +817,16 @@ async fn job(
 ) -> Result<Response, ApiError> {
     tracing::Span::current().record("docflow.job_id", id.as_str());
     let tenant = tenant(&state, &headers).await?;
-    let job = own_job(&state, &tenant, &id).await?;
-    let runs = state.results.latest_runs(&tenant, &id).await?;
-    let pages = job_pages(&state, &tenant, &id, &runs).await?;
-    let body = job_body(&state, &job, &runs, &pages)?;
+    let body = job_json(&state, &tenant, &id).await?;
     Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+/// `GET /v1/jobs/{id}`'s body for the job `id` of `tenant`.
+pub(crate) async fn job_json(state: &AppState, tenant: &str, id: &str) -> Result<Value, ApiError> {
+    let job = own_job(state, tenant, id).await?;
+    let runs = state.results.latest_runs(tenant, id).await?;
+    let pages = job_pages(state, tenant, id, &runs).await?;
+    job_body(state, &job, &runs, &pages)
 }
 
 /// The first-page thumbnail (PNG) of the newest thumbnails run; `304` when the client's
@@ -825,8 +837,18 @@ async fn thumbnail(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &headers).await?;
-    own_job(&state, &tenant, &id).await?;
-    let runs = state.results.latest_runs(&tenant, &id).await?;
+    thumbnail_of(&state, &tenant, &id, &headers).await
+}
+
+/// The thumbnail of the job `id` of `tenant` (`304` when `If-None-Match` names it).
+pub(crate) async fn thumbnail_of(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    own_job(state, tenant, id).await?;
+    let runs = state.results.latest_runs(tenant, id).await?;
     let run = runs.iter().find(|r| r.stage == stages::THUMBNAILS);
     let (run, result_ref) = match run {
         Some(run) if run.status == StageStatus::Done => match &run.result_ref {

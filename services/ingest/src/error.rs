@@ -10,9 +10,18 @@ pub enum ApiError {
     /// 401: no or unknown bearer token.
     #[error("missing or unknown bearer token")]
     Unauthorized,
+    /// 403: a valid token that may not do this (a tenant's token on the admin API).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404: no such job for this tenant (other tenants' jobs are not found either).
     #[error("job {0} not found")]
     NotFound(String),
+    /// 404: the console watches no such consumer group.
+    #[error("group {0} is not watched by the console (ingest --console-group)")]
+    UnknownGroup(String),
+    /// 409: the operation is already running (a DLQ redrive of the same group).
+    #[error("{0}")]
+    Conflict(String),
     /// 404: the job exists but the asked-for result is not there yet (or its stage failed).
     #[error("{0}")]
     NotReady(String),
@@ -86,8 +95,11 @@ impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NotReady(_) => (StatusCode::NOT_FOUND, "not_ready"),
+            ApiError::UnknownGroup(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::UnsupportedType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_type"),

@@ -24,7 +24,9 @@ use docflow_events::EventCodec;
 use rdkafka::producer::FutureProducer;
 use tokio::net::TcpListener;
 
+mod admin;
 pub mod api;
+mod console;
 pub mod error;
 pub mod metrics;
 mod ready;
@@ -93,6 +95,32 @@ pub struct Config {
         hide_env_values = true
     )]
     pub tokens: Vec<(String, String)>,
+
+    /// Token of the operators' console and its admin API (`/console`, `/v1/admin/...`);
+    /// repeatable (env: comma-separated). Tenants' tokens get 403 there; without an admin
+    /// token the admin API answers every request 403.
+    #[arg(
+        long = "admin-token",
+        env = "DOCFLOW_INGEST_ADMIN_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub admin_tokens: Vec<String>,
+
+    /// Consumer groups the console shows, `GROUP` or `GROUP=STAGE` (the stage whose results
+    /// the group records; default: the group's name); repeatable (env: comma-separated).
+    /// Default: one group per `--stages`, named after it.
+    #[arg(
+        long = "console-group",
+        env = "DOCFLOW_CONSOLE_GROUPS",
+        value_delimiter = ','
+    )]
+    pub console_groups: Vec<String>,
+
+    /// Topic the consumer replicas report their status to (`--status-topic` of the stages);
+    /// the console reads it for paused partitions and records in flight. Empty: not read.
+    #[arg(long, env = "DOCFLOW_STATUS_TOPIC", default_value = docflow_config::STATUS_TOPIC)]
+    pub status_topic: String,
 
     /// File of `TOKEN TENANT` lines (`#` comments), read at start.
     #[arg(long, env = "DOCFLOW_INGEST_TOKENS_FILE")]
@@ -255,6 +283,12 @@ pub struct AppState {
     pub(crate) uploads: Arc<tokio::sync::Semaphore>,
     /// One permit per PDF being checked.
     pub(crate) pdf_checks: tokio::sync::Semaphore,
+    /// Tokens of the admin API.
+    pub(crate) admin_tokens: std::collections::HashSet<String>,
+    /// What the console reads from the broker.
+    pub(crate) console: console::Console,
+    /// The database, for the DLQ redrive the console starts (`docflow replay dlq`'s).
+    pub(crate) database: DatabaseArgs,
 }
 
 impl std::fmt::Debug for AppState {
@@ -305,6 +339,16 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     if let Some(path) = &config.tokens_file {
         tokens.extend(read_tokens_file(path)?);
     }
+    let console_groups = if config.console_groups.is_empty() {
+        config.stages.clone()
+    } else {
+        config.console_groups.clone()
+    };
+    if config.admin_tokens.is_empty() {
+        tracing::info!(
+            "no admin token configured: /v1/admin answers 403 (the console cannot load)"
+        );
+    }
     if tokens.is_empty() {
         tracing::info!("no API tokens configured: only tokens in the database are accepted");
     }
@@ -349,6 +393,19 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
             0 => std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             n => n,
         }),
+        admin_tokens: config
+            .admin_tokens
+            .iter()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect(),
+        console: console::Console::new(
+            &console_groups,
+            config.kafka.clone(),
+            config.topic.clone(),
+            config.status_topic.clone(),
+        ),
+        database: config.database.clone(),
     }))
 }
 

@@ -61,6 +61,8 @@ struct Uploaded {
 
 /// The token `docflow dev` uploads with.
 const DEV_TOKEN: &str = "dev-token";
+/// The admin token of the console `docflow dev` serves.
+const DEV_ADMIN_TOKEN: &str = "dev-admin";
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -72,7 +74,17 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .state_dir(&args.state_dir)
         .ports(args.broker_port, args.registry_port, args.ingest_port)
         .token(DEV_TOKEN, &args.tenant)
-        .ingest_with(|c| c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()])
+        .ingest_with(|c| {
+            c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()];
+            c.admin_tokens = vec![DEV_ADMIN_TOKEN.to_owned()];
+            c.console_groups = [
+                THUMBNAILS,
+                OCR_EMBEDDINGS,
+                docflow_store::analytics::LIVE_GROUP,
+            ]
+            .map(str::to_owned)
+            .to_vec();
+        })
         .start()
         .await?;
     step(&format!("broker at {}", stack.broker.bootstrap_servers()));
@@ -114,9 +126,10 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     );
     if args.keep_running {
         println!(
-            "\nstack is up (Ctrl-C to stop):\n  KAFKA_BOOTSTRAP_SERVERS={}\n  SCHEMA_REGISTRY_URL={}\n  ingest API: {}",
+            "\nstack is up (Ctrl-C to stop):\n  KAFKA_BOOTSTRAP_SERVERS={}\n  SCHEMA_REGISTRY_URL={}\n  ingest API: {}\n  console: {}/console (admin token {DEV_ADMIN_TOKEN})",
             stack.broker.bootstrap_servers(),
             stack.registry.url(),
+            stack.ingest_url(),
             stack.ingest_url()
         );
         let _ = tokio::signal::ctrl_c().await;

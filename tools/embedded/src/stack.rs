@@ -438,7 +438,7 @@ impl Stack {
     pub fn signal_shutdown(&mut self, name: &str) -> bool {
         self.services
             .iter_mut()
-            .find(|s| s.name == name)
+            .find(|s| s.name == name && s.stop.is_some())
             .and_then(|s| s.stop.take())
             .is_some_and(|stop| stop.send(()).is_ok())
     }
@@ -466,6 +466,14 @@ impl Stack {
         // working directory, which for a test is its crate's).
         config.embed_model_dir = workspace_root().join(".tools/models/minilm");
         tweak(&mut config);
+        // The console watches the stages' groups under this stack's names.
+        if config.console_groups.is_empty() {
+            config.console_groups = config
+                .stages
+                .iter()
+                .map(|stage| format!("{}={stage}", self.group(stage)))
+                .collect();
+        }
         let app =
             docflow_ingest::build_state(&config)
                 .await

@@ -17,6 +17,7 @@ use docflow_store::{ResultStore, StageStatus};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+mod console;
 mod otel;
 
 const TOKEN: &str = "tok-alice";

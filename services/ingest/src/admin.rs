@@ -1,0 +1,436 @@
+//! The admin API behind the operators' console (`/v1/admin/...`, admin tokens only: a
+//! tenant's token gets 403), and the console's page (`/console`).
+//!
+//! - `GET /v1/admin/groups`: per watched consumer group, the broker's view (state, members
+//!   and their partitions, per-partition committed offset, log start/end, lag in records and
+//!   seconds, DLQ depth), the replicas' own reports (paused partitions, records in flight) and the result store's (runs done and failed in the last minute,
+//!   throughput, p50/p99 run time over five minutes, dead letters redriven).
+//! - `GET /v1/admin/groups/{group}/dead-letters?limit=N`: the newest dead letters, newest
+//!   first, with their provenance headers and whether each was redriven.
+//! - `POST /v1/admin/groups/{group}/dead-letters/redrive` (`{"error_class": ...}` optional):
+//!   `docflow replay dlq --execute` for the group; answers what it did.
+//! - `GET /v1/admin/jobs?limit=N`: the newest jobs of every tenant with each stage's status.
+//! - `GET /v1/admin/jobs/{tenant}/{id}` and `.../thumbnail`: one job as its tenant sees it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use docflow_runtime::dlq::headers as h;
+use docflow_runtime::metrics::now_ms;
+use docflow_store::Redrives;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::api::{bearer, job_body, job_json, tenant_of, thumbnail_of};
+use crate::console::assets;
+use crate::error::ApiError;
+
+type Shared = State<Arc<AppState>>;
+
+/// How long an overview is reused: browsers polling at once share one set of broker reads.
+const OVERVIEW_TTL: Duration = Duration::from_millis(900);
+/// Window of the throughput figure.
+const RATE_WINDOW_MS: i64 = 60_000;
+/// Window of the run-time quantiles.
+const LATENCY_WINDOW_MS: i64 = 300_000;
+/// Most jobs and dead letters one request lists.
+const MAX_LIST: u32 = 200;
+
+/// The console page and the admin API.
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    let asset = |content_type: &'static str, body: &'static str| {
+        get(move || async move {
+            (
+                [
+                    (header::CONTENT_TYPE, content_type),
+                    (header::CACHE_CONTROL, "no-cache"),
+                    // Only its own script, style and the thumbnails it loads as blobs; never
+                    // framed.
+                    (
+                        header::CONTENT_SECURITY_POLICY,
+                        "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'",
+                    ),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                ],
+                body,
+            )
+        })
+    };
+    Router::new()
+        .route("/console", asset("text/html; charset=utf-8", assets::INDEX))
+        .route(
+            "/console/app.js",
+            asset("text/javascript; charset=utf-8", assets::APP_JS),
+        )
+        .route(
+            "/console/app.css",
+            asset("text/css; charset=utf-8", assets::APP_CSS),
+        )
+        .route("/v1/admin/groups", get(groups))
+        .route("/v1/admin/groups/{group}/dead-letters", get(dead_letters))
+        .route(
+            "/v1/admin/groups/{group}/dead-letters/redrive",
+            post(redrive),
+        )
+        .route("/v1/admin/jobs", get(jobs))
+        .route("/v1/admin/jobs/{tenant}/{id}", get(job))
+        .route("/v1/admin/jobs/{tenant}/{id}/thumbnail", get(thumbnail))
+}
+
+/// Lets admin tokens through: no or an unknown token is 401, a tenant's token 403.
+async fn admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let token = bearer(headers).ok_or(ApiError::Unauthorized)?;
+    if state.admin_tokens.contains(token) {
+        return Ok(());
+    }
+    if tenant_of(state, token).await?.is_some() {
+        return Err(ApiError::Forbidden(
+            "the admin API takes an admin token (--admin-token); a tenant's token cannot use it"
+                .into(),
+        ));
+    }
+    if state.admin_tokens.is_empty() {
+        return Err(ApiError::Forbidden(
+            "the admin API is off: ingest has no --admin-token".into(),
+        ));
+    }
+    Err(ApiError::Unauthorized)
+}
+
+/// A blocking broker read on its own thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, docflow_replay::ReplayError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("broker read: {e}")))?
+        .map_err(replay_error)
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn per_second(n: u64, window_ms: i64) -> f64 {
+    n as f64 * 1000.0 / window_ms as f64
+}
+
+/// `GET /v1/admin/groups`.
+async fn groups(State(state): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    let mut last = state.console.last.lock().await;
+    if let Some((at, body)) = last.as_ref()
+        && at.elapsed() < OVERVIEW_TTL
+    {
+        return Ok(axum::Json(body.clone()).into_response());
+    }
+    let now = now_ms();
+    let redrives = Redrives::new(state.results.pool().clone());
+    let app = state.clone();
+    // Without the reports the page still shows everything the broker says.
+    let mut replicas = match blocking(move || app.console.replicas()).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = %e, "console: replica reports unreadable");
+            HashMap::new()
+        }
+    };
+    // The groups' broker reads at once: one slow group does not hold the others up.
+    let reads = state.console.groups.iter().map(|w| {
+        let app = state.clone();
+        let group = w.group.clone();
+        blocking(move || app.console.group(&group))
+    });
+    let reads = futures::future::join_all(reads).await;
+    let mut groups = Vec::new();
+    for (w, read) in state.console.groups.iter().zip(reads) {
+        let reports = replicas.remove(&w.group).unwrap_or_default();
+        // One group's broker failure is shown on that group, not the whole page.
+        let (broker, dlq_waiting) = match read {
+            Ok(b) => {
+                let b = b.with_replicas(&state.console.topic, reports);
+                // Dead letters still in the topic and not redriven yet.
+                let mut waiting = 0;
+                for &(p, start, end) in &b.dlq_partitions {
+                    waiting += (end - start).max(0)
+                        - redrives.count_in(&b.dlq_topic, p, start, end).await?;
+                }
+                let json = serde_json::to_value(b)
+                    .map_err(|e| ApiError::Internal(format!("overview: {e}")))?;
+                (json, Some(waiting.max(0)))
+            }
+            Err(e) => (json!({"error": e.to_string()}), None),
+        };
+        let runs = state
+            .results
+            .window(&w.stage, now - LATENCY_WINDOW_MS, now - RATE_WINDOW_MS)
+            .await?;
+        groups.push(json!({
+            "group": w.group,
+            "stage": w.stage,
+            "broker": broker,
+            "results": {
+                "done_last_minute": runs.recent_done,
+                "failed_last_minute": runs.recent_failed,
+                "throughput_per_second": per_second(runs.recent_done, RATE_WINDOW_MS),
+                "p50_ms": runs.p50_ms,
+                "p99_ms": runs.p99_ms,
+                "latency_window_s": LATENCY_WINDOW_MS / 1000,
+                "latency_runs": runs.done,
+                "latency_runs_truncated": runs.truncated,
+            },
+            "dlq_waiting": dlq_waiting,
+        }));
+    }
+    let body = json!({
+        "topic": state.console.topic,
+        "now_ms": now,
+        "groups": groups,
+    });
+    *last = Some((Instant::now(), body.clone()));
+    Ok(axum::Json(body).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    limit: Option<u32>,
+}
+
+/// The watched group `group`, or 404.
+fn watched(state: &AppState, group: &str) -> Result<(), ApiError> {
+    state
+        .console
+        .watched(group)
+        .map(|_| ())
+        .ok_or_else(|| ApiError::UnknownGroup(group.to_owned()))
+}
+
+/// A replay error as the API says it: the broker's or the database's.
+fn replay_error(e: docflow_replay::ReplayError) -> ApiError {
+    match e {
+        docflow_replay::ReplayError::Store(_) => ApiError::unavailable("database", e),
+        _ => ApiError::unavailable("broker", e),
+    }
+}
+
+/// Largest redrive request body.
+const MAX_REDRIVE_BODY: usize = 4096;
+
+/// `GET /v1/admin/groups/{group}/dead-letters`.
+async fn dead_letters(
+    State(state): Shared,
+    Path(group): Path<String>,
+    Query(q): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    watched(&state, &group)?;
+    let limit = q.limit.unwrap_or(20).clamp(1, MAX_LIST);
+    let app = state.clone();
+    let g = group.clone();
+    let mut letters = blocking(move || app.console.dead_letters(&g, i64::from(limit))).await?;
+    letters.sort_by(|a, b| {
+        b.timestamp_ms
+            .cmp(&a.timestamp_ms)
+            .then(b.offset.cmp(&a.offset))
+    });
+    letters.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let redrives = Redrives::new(state.results.pool().clone());
+    let mut out = Vec::with_capacity(letters.len());
+    for d in &letters {
+        let document = d
+            .key
+            .as_deref()
+            .map(|k| String::from_utf8_lossy(k).into_owned());
+        // The event names the tenant (needed for the job's page); a value that does not
+        // decode is shown without it.
+        let tenant = match &d.payload {
+            Some(p) => state
+                .codec
+                .decode::<docflow_events::DocUploaded>(p)
+                .await
+                .ok()
+                .map(|e| e.tenant_id),
+            None => None,
+        };
+        out.push(json!({
+            "partition": d.partition,
+            "offset": d.offset,
+            "dead_lettered_at_ms": d.timestamp_ms,
+            "document_id": document,
+            "tenant_id": tenant,
+            "error_class": d.header_str(h::ERROR_CLASS),
+            "error_message": d.header_str(h::ERROR_MESSAGE),
+            "attempts": d.header_str(h::ATTEMPTS).and_then(|v| v.parse::<u32>().ok()),
+            "original": {
+                "topic": d.header_str(h::TOPIC),
+                "partition": d.header_str(h::PARTITION).and_then(|v| v.parse::<i32>().ok()),
+                "offset": d.header_str(h::OFFSET).and_then(|v| v.parse::<i64>().ok()),
+                "timestamp_ms": d.header_str(h::TIMESTAMP).and_then(|v| v.parse::<i64>().ok()),
+            },
+            "redrive_count": d.header_str(h::REDRIVE_COUNT).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0),
+            "redriven": redrives.was_redriven(&d.topic, d.partition, d.offset).await?,
+        }));
+    }
+    Ok(axum::Json(json!({"group": group, "dead_letters": out})).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RedriveBody {
+    error_class: Option<String>,
+}
+
+/// `POST /v1/admin/groups/{group}/dead-letters/redrive`: one at a time per group (409
+/// while one runs). The redrive runs on a task of its own, so a client that goes away does
+/// not stop it between a dead letter's copy and the record that it was redriven.
+async fn redrive(
+    State(state): Shared,
+    Path(group): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    watched(&state, &group)?;
+    // Read only after the token was checked, and only a little.
+    let body = axum::body::to_bytes(body, MAX_REDRIVE_BODY)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("redrive request body: {e}")))?;
+    let body: RedriveBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RedriveBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid redrive request: {e}")))?
+    };
+    let lock = state
+        .console
+        .redrive_lock(&group)
+        .ok_or_else(|| ApiError::UnknownGroup(group.clone()))?;
+    let running = lock.try_lock_owned().map_err(|_| {
+        ApiError::Conflict(format!(
+            "a redrive of group {group} is running; try again when it ends"
+        ))
+    })?;
+    let args = docflow_replay::DlqArgs {
+        group: group.clone(),
+        topic: state.console.topic.clone(),
+        error_class: body.error_class,
+        from: None,
+        to: None,
+        max_redrives: 3,
+        execute: true,
+        kafka: state.kafka.clone(),
+        database: state.database.clone(),
+    };
+    tracing::info!(%group, "console: redriving the group's dead letters");
+    let app = state.clone();
+    let task = tokio::spawn(async move {
+        let _running = running;
+        let redrives = Redrives::new(app.results.pool().clone());
+        docflow_replay::redrive_with(&args, &redrives, &app.producer).await
+    });
+    let report = task
+        .await
+        .map_err(|e| ApiError::Internal(format!("redrive task: {e}")))?
+        .map_err(replay_error)?;
+    // The next overview shows the new depth.
+    *state.console.last.lock().await = None;
+    Ok((
+        StatusCode::OK,
+        axum::Json(json!({
+            "group": group,
+            "read": report.read,
+            "redriven": report.redriven,
+            "filtered": report.filtered,
+            "already_redriven": report.already_redriven,
+            "exhausted": report.exhausted,
+            "by_class": report.by_class,
+            "summary": report.to_string().trim_end(),
+        })),
+    )
+        .into_response())
+}
+
+/// `GET /v1/admin/jobs`.
+async fn jobs(
+    State(state): Shared,
+    Query(q): Query<ListQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    let limit = q.limit.unwrap_or(50).clamp(1, MAX_LIST);
+    let jobs = state.jobs.recent(limit).await?;
+    let keys: Vec<(String, String)> = jobs
+        .iter()
+        .map(|j| (j.tenant_id.clone(), j.job_id.clone()))
+        .collect();
+    let runs = state.results.latest_runs_of(&keys).await?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for (job, runs) in jobs.iter().zip(runs) {
+        let mut body = job_body(&state, job, &runs, &[])?;
+        body["tenant_id"] = json!(job.tenant_id);
+        if let Some(o) = body.as_object_mut() {
+            o.remove("text");
+            o.remove("summary");
+            o.remove("thumbnail_url");
+        }
+        out.push(body);
+    }
+    Ok(axum::Json(json!({"jobs": out})).into_response())
+}
+
+/// `GET /v1/admin/jobs/{tenant}/{id}`.
+async fn job(
+    State(state): Shared,
+    Path((tenant, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    let mut body: Value = job_json(&state, &tenant, &id).await?;
+    body["tenant_id"] = json!(tenant);
+    if !body["thumbnail_url"].is_null() {
+        body["thumbnail_url"] = json!(format!(
+            "/v1/admin/jobs/{}/{}/thumbnail",
+            path_segment(&tenant),
+            path_segment(&id)
+        ));
+    }
+    Ok(axum::Json(body).into_response())
+}
+
+/// `GET /v1/admin/jobs/{tenant}/{id}/thumbnail`.
+async fn thumbnail(
+    State(state): Shared,
+    Path((tenant, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    thumbnail_of(&state, &tenant, &id, &headers).await
+}
+
+/// `s` percent-encoded as one URL path segment (RFC 3986 unreserved characters kept).
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(path_segment("acme-1_x.y~"), "acme-1_x.y~");
+        assert_eq!(path_segment("a b/c?d%é"), "a%20b%2Fc%3Fd%25%C3%A9");
+    }
+}

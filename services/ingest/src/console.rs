@@ -1,0 +1,534 @@
+//! The operators' console: what it reads from the broker, and its page.
+//!
+//! Per watched consumer group: the committed offset, log start and end of every partition of
+//! the topic (lag in records), the age of the oldest record each partition still has to do
+//! (lag in seconds: the timestamp of the record at the committed offset, read once per
+//! committed offset), the group's state and members with their assignment (DescribeGroups,
+//! the consumer protocol's assignment decoded), the depth of its dead-letter topic, and
+//! what only the replicas know — which partitions they paused, records in flight — from the
+//! reports they send to `--status-topic` (`docflow_runtime::status`).
+//! Reads are blocking librdkafka calls on one client per group, never joining the group
+//! (partitions are assigned for a read, nothing is committed).
+//!
+//! The page (`/console`, `console/` in this crate, embedded in the binary) is static: it
+//! asks for the admin token and reads everything from `/v1/admin/...`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docflow_config::KafkaArgs;
+use docflow_replay::ReplayError;
+use docflow_replay::broker;
+use docflow_runtime::Record;
+use docflow_runtime::metrics::now_ms;
+use docflow_runtime::status::ReplicaStatus;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use serde::Serialize;
+
+/// How long one group description may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How far back the status topic is read per overview: a report older than three of its
+/// intervals (15 s by default) is stale anyway; a minute leaves room for longer intervals.
+const STATUS_LOOKBACK_MS: i64 = 60_000;
+
+/// Most status reports read per overview (a minute of 300 replicas reporting every 5 s, or
+/// fewer replicas that pause and resume often).
+const STATUS_MAX: i64 = 5_000;
+
+/// A consumer group the console shows, and the stage whose results it records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Watched {
+    pub(crate) group: String,
+    pub(crate) stage: String,
+}
+
+impl Watched {
+    /// `GROUP` or `GROUP=STAGE`.
+    fn parse(spec: &str) -> Self {
+        match spec.split_once('=') {
+            Some((group, stage)) => Watched {
+                group: group.trim().to_owned(),
+                stage: stage.trim().to_owned(),
+            },
+            None => Watched {
+                group: spec.trim().to_owned(),
+                stage: spec.trim().to_owned(),
+            },
+        }
+    }
+}
+
+/// One partition as the group sees it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PartitionLag {
+    pub(crate) partition: i32,
+    /// The group's committed offset (`None`: nothing committed yet; it starts at the log
+    /// start).
+    pub(crate) committed: Option<i64>,
+    pub(crate) log_start: i64,
+    pub(crate) log_end: i64,
+    /// Records from the committed offset (or the log start) to the log end.
+    pub(crate) lag_records: i64,
+    /// Age of the oldest record not yet committed, seconds (0 without lag).
+    pub(crate) lag_seconds: f64,
+    /// The member the partition is assigned to, if any.
+    pub(crate) member: Option<String>,
+    /// Whether the replica that has it paused it (at capacity), by its status reports.
+    pub(crate) paused: bool,
+}
+
+/// One member of a group.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Member {
+    pub(crate) member_id: String,
+    pub(crate) client_id: String,
+    pub(crate) host: String,
+    /// Partitions of the watched topic assigned to it.
+    pub(crate) partitions: Vec<i32>,
+}
+
+/// What the broker says about one group.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct GroupBroker {
+    pub(crate) state: String,
+    pub(crate) members: Vec<Member>,
+    pub(crate) partitions: Vec<PartitionLag>,
+    pub(crate) lag_records: i64,
+    pub(crate) lag_seconds: f64,
+    pub(crate) dlq_topic: String,
+    /// Records in the dead-letter topic (log end − log start, every partition).
+    pub(crate) dlq_records: i64,
+    /// Per partition of the dead-letter topic: (partition, log start, log end).
+    #[serde(skip)]
+    pub(crate) dlq_partitions: Vec<(i32, i64, i64)>,
+    /// The replicas' own reports (`--status-topic`): current ones only.
+    pub(crate) replicas: Vec<ReplicaStatus>,
+    /// Partitions of the topic paused by their replica.
+    pub(crate) paused_partitions: usize,
+}
+
+impl GroupBroker {
+    /// Adds the replicas' reports: which partitions are paused, and who has a partition
+    /// where the broker did not say (a broker whose DescribeGroups leaves the assignment
+    /// out, as the embedded Nisshi 0.8.1 does).
+    pub(crate) fn with_replicas(mut self, topic: &str, replicas: Vec<ReplicaStatus>) -> Self {
+        for p in &mut self.partitions {
+            let has = |r: &&ReplicaStatus| {
+                r.assigned
+                    .iter()
+                    .any(|a| a.topic == topic && a.partition == p.partition)
+            };
+            p.paused = replicas.iter().filter(has).any(|r| r.paused);
+            if p.member.is_none()
+                && let Some(r) = replicas.iter().find(has)
+            {
+                p.member = Some(format!("{} pid {} (its report)", r.host, r.pid));
+            }
+        }
+        self.paused_partitions = self.partitions.iter().filter(|p| p.paused).count();
+        self.replicas = replicas;
+        self
+    }
+}
+
+/// The console's view of the broker.
+pub(crate) struct Console {
+    pub(crate) groups: Vec<Watched>,
+    kafka: KafkaArgs,
+    pub(crate) topic: String,
+    /// Where the replicas report their status (empty: nowhere).
+    status_topic: String,
+    /// One client per group (and one per group's DLQ, one for the status topic), created on
+    /// first use; each used by one read at a time.
+    clients: std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<BaseConsumer>>>>,
+    /// One redrive per group at a time.
+    redrives: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    /// Timestamp of the record at (group, partition, offset): read once per committed offset.
+    stamps: std::sync::Mutex<HashMap<(String, i32, i64), i64>>,
+    /// The last overview and when it was made: browsers polling at once share one.
+    pub(crate) last: tokio::sync::Mutex<Option<(std::time::Instant, serde_json::Value)>>,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console")
+            .field("groups", &self.groups)
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decodes a classic consumer protocol assignment (`ConsumerProtocolAssignment`, any
+/// version: version i16, then [topic string, [partition i32]], then user data) into topic →
+/// partitions. `None` for bytes that are not one.
+pub(crate) fn decode_assignment(bytes: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
+    struct Reader<'a>(&'a [u8]);
+    impl Reader<'_> {
+        fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+            let (head, rest) = self.0.split_first_chunk::<N>()?;
+            self.0 = rest;
+            Some(*head)
+        }
+        fn count(&mut self) -> Option<usize> {
+            usize::try_from(i32::from_be_bytes(self.take::<4>()?)).ok()
+        }
+    }
+    let mut r = Reader(bytes);
+    let _version = i16::from_be_bytes(r.take::<2>()?);
+    let topics = r.count()?;
+    let mut out = Vec::new();
+    for _ in 0..topics {
+        let len = usize::try_from(i16::from_be_bytes(r.take::<2>()?)).ok()?;
+        let name = r.0.get(..len)?;
+        let name = std::str::from_utf8(name).ok()?.to_owned();
+        r.0 = &r.0[len..];
+        let n = r.count()?;
+        // Each partition is 4 bytes: a count larger than what is left is not an assignment.
+        if n > r.0.len() / 4 {
+            return None;
+        }
+        let mut partitions = Vec::with_capacity(n);
+        for _ in 0..n {
+            partitions.push(i32::from_be_bytes(r.take::<4>()?));
+        }
+        out.push((name, partitions));
+    }
+    Some(out)
+}
+
+impl Console {
+    /// A console over `groups` (`GROUP[=STAGE]` each) consuming `topic`.
+    pub(crate) fn new(
+        groups: &[String],
+        kafka: KafkaArgs,
+        topic: String,
+        status_topic: String,
+    ) -> Self {
+        let groups: Vec<Watched> = groups
+            .iter()
+            .filter(|g| !g.trim().is_empty())
+            .map(|g| Watched::parse(g))
+            .collect();
+        Console {
+            redrives: groups
+                .iter()
+                .map(|w| (w.group.clone(), Arc::default()))
+                .collect(),
+            groups,
+            kafka,
+            topic,
+            status_topic,
+            clients: std::sync::Mutex::default(),
+            stamps: std::sync::Mutex::default(),
+            last: tokio::sync::Mutex::const_new(None),
+        }
+    }
+
+    /// The watched group named `group`.
+    pub(crate) fn watched(&self, group: &str) -> Option<&Watched> {
+        self.groups.iter().find(|w| w.group == group)
+    }
+
+    /// Runs `f` with the client for `key` (acting for consumer group `group`).
+    fn with_client<T>(
+        &self,
+        key: &str,
+        group: &str,
+        f: impl FnOnce(&BaseConsumer) -> Result<T, ReplayError>,
+    ) -> Result<T, ReplayError> {
+        let client = {
+            // A read that panicked left nothing half-done in the map: keep using it.
+            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            match clients.get(key) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = Arc::new(std::sync::Mutex::new(broker::client_as(
+                        &self.kafka,
+                        group,
+                        "docflow-console",
+                    )?));
+                    clients.insert(key.to_owned(), c.clone());
+                    c
+                }
+            }
+        };
+        let c = client.lock().unwrap_or_else(|e| e.into_inner());
+        f(&c)
+    }
+
+    /// The redrive lock of the watched group `group`.
+    pub(crate) fn redrive_lock(&self, group: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        self.redrives.get(group).cloned()
+    }
+
+    /// The broker's view of `group` (blocking).
+    pub(crate) fn group(&self, group: &str) -> Result<GroupBroker, ReplayError> {
+        self.with_client(group, group, |c| {
+            let ids = broker::partitions(c, &self.topic)?;
+            let committed = broker::committed(c, &self.topic, &ids)?;
+            let (state, members) = self.members(c, group)?;
+            let now = now_ms();
+            let mut partitions = Vec::with_capacity(ids.len());
+            for (&p, committed) in ids.iter().zip(committed) {
+                let (start, end) = broker::watermarks(c, &self.topic, p)?;
+                let from = committed.unwrap_or(start).max(start);
+                let lag = (end - from).max(0);
+                let lag_seconds = if lag > 0 {
+                    // A record without a timestamp (or a negative one) has no age to show.
+                    self.stamp(c, group, p, from)?
+                        .filter(|ts| *ts >= 0)
+                        .map_or(0.0, |ts| ms_to_s(now.saturating_sub(ts)))
+                } else {
+                    0.0
+                };
+                let member = members
+                    .iter()
+                    .find(|m| m.partitions.contains(&p))
+                    .map(|m| format!("{}@{} ({})", m.client_id, m.host, m.member_id));
+                partitions.push(PartitionLag {
+                    partition: p,
+                    committed,
+                    log_start: start,
+                    log_end: end,
+                    lag_records: lag,
+                    lag_seconds,
+                    member,
+                    paused: false,
+                });
+            }
+            let dlq_topic = docflow_events::topics::dead_letter(&self.topic, group);
+            let dlq_partitions = match broker::partitions(c, &dlq_topic) {
+                Ok(ids) => {
+                    let mut out = Vec::with_capacity(ids.len());
+                    for p in ids {
+                        let (start, end) = broker::watermarks(c, &dlq_topic, p)?;
+                        out.push((p, start, end));
+                    }
+                    out
+                }
+                Err(ReplayError::NoSuchTopic(_)) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            Ok(GroupBroker {
+                state,
+                members,
+                lag_records: partitions.iter().map(|p| p.lag_records).sum(),
+                lag_seconds: partitions.iter().map(|p| p.lag_seconds).fold(0.0, f64::max),
+                partitions,
+                dlq_topic,
+                dlq_records: dlq_partitions.iter().map(|(_, s, e)| (e - s).max(0)).sum(),
+                dlq_partitions,
+                replicas: Vec::new(),
+                paused_partitions: 0,
+            })
+        })
+    }
+
+    /// The group's state and members, with their partitions of the watched topic.
+    fn members(&self, c: &BaseConsumer, group: &str) -> Result<(String, Vec<Member>), ReplayError> {
+        let list =
+            c.fetch_group_list(Some(group), TIMEOUT)
+                .map_err(|source| ReplayError::Kafka {
+                    context: "describing the group",
+                    source,
+                })?;
+        let Some(g) = list.groups().iter().find(|g| g.name() == group) else {
+            return Ok(("Dead".to_owned(), Vec::new()));
+        };
+        let mut members: Vec<Member> = g
+            .members()
+            .iter()
+            .map(|m| Member {
+                member_id: m.id().to_owned(),
+                client_id: m.client_id().to_owned(),
+                host: m.client_host().to_owned(),
+                partitions: m
+                    .assignment()
+                    .and_then(decode_assignment)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(t, _)| t == &self.topic)
+                    .flat_map(|(_, ps)| ps)
+                    .collect(),
+            })
+            .collect();
+        members.sort_by(|a, b| a.member_id.cmp(&b.member_id));
+        for m in &mut members {
+            m.partitions.sort_unstable();
+        }
+        Ok((g.state().to_owned(), members))
+    }
+
+    /// Timestamp (Unix ms) of the first record at or after `offset` in partition `p`, read
+    /// from the broker once per (group, partition, offset).
+    fn stamp(
+        &self,
+        c: &BaseConsumer,
+        group: &str,
+        p: i32,
+        offset: i64,
+    ) -> Result<Option<i64>, ReplayError> {
+        let key = (group.to_owned(), p, offset);
+        if let Some(ts) = self
+            .stamps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied()
+        {
+            return Ok(Some(ts));
+        }
+        let Some((_, ts)) = broker::record_at(c, &self.topic, p, offset)? else {
+            return Ok(None);
+        };
+        let mut stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
+        // Keep only the newest offset per (group, partition).
+        stamps.retain(|(g, q, _), _| !(g == group && *q == p));
+        stamps.insert(key, ts);
+        Ok(Some(ts))
+    }
+
+    /// The current report of every replica, by group (blocking): the newest of each
+    /// instance among the status topic's records of the last [`STATUS_LOOKBACK_MS`], if
+    /// still current.
+    pub(crate) fn replicas(&self) -> Result<HashMap<String, Vec<ReplicaStatus>>, ReplayError> {
+        if self.status_topic.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let since = now_ms() - STATUS_LOOKBACK_MS;
+        let records = self.with_client("status", "docflow-console", |c| {
+            let mut from = HashMap::new();
+            match broker::partitions(c, &self.status_topic) {
+                Ok(ids) => {
+                    for p in ids {
+                        if let Some(o) = broker::offset_for_time(c, &self.status_topic, p, since)? {
+                            from.insert(p, o);
+                        }
+                    }
+                }
+                Err(ReplayError::NoSuchTopic(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e),
+            }
+            // From the first report of the last minute (none that recent: nothing), and never
+            // more than STATUS_MAX records back.
+            broker::read_to_end(
+                c,
+                &self.status_topic,
+                |p, _, end| from.get(&p).copied().unwrap_or(end).max(end - STATUS_MAX),
+                TIMEOUT,
+            )
+        })?;
+        let mut newest: HashMap<String, ReplicaStatus> = HashMap::new();
+        for r in records {
+            // Someone else's record on the topic is not a report: skipped.
+            let Some(s) = r
+                .payload
+                .as_deref()
+                .and_then(|p| serde_json::from_slice::<ReplicaStatus>(p).ok())
+            else {
+                continue;
+            };
+            if newest
+                .get(&s.instance)
+                .is_none_or(|old| old.at_ms <= s.at_ms)
+            {
+                newest.insert(s.instance.clone(), s);
+            }
+        }
+        let now = now_ms();
+        let mut by_group: HashMap<String, Vec<ReplicaStatus>> = HashMap::new();
+        for s in newest.into_values().filter(|s| s.is_current(now)) {
+            by_group.entry(s.group.clone()).or_default().push(s);
+        }
+        for replicas in by_group.values_mut() {
+            replicas
+                .sort_by(|a, b| (&a.host, a.pid, &a.instance).cmp(&(&b.host, b.pid, &b.instance)));
+        }
+        Ok(by_group)
+    }
+
+    /// The newest `n` dead letters of each partition of `group`'s DLQ (blocking).
+    pub(crate) fn dead_letters(&self, group: &str, n: i64) -> Result<Vec<Record>, ReplayError> {
+        let topic = docflow_events::topics::dead_letter(&self.topic, group);
+        self.with_client(&format!("{group} dlq"), group, |c| {
+            broker::tail(c, &topic, n)
+        })
+    }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn ms_to_s(ms: i64) -> f64 {
+    ms.max(0) as f64 / 1000.0
+}
+
+/// The page and its assets, embedded: nothing is fetched from elsewhere.
+pub(crate) mod assets {
+    /// `/console`.
+    pub(crate) const INDEX: &str = include_str!("../console/index.html");
+    /// `/console/app.js`.
+    pub(crate) const APP_JS: &str = include_str!("../console/app.js");
+    /// `/console/app.css`.
+    pub(crate) const APP_CSS: &str = include_str!("../console/app.css");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(topics: &[(&str, &[i32])], user_data: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&1i16.to_be_bytes());
+        b.extend_from_slice(&i32::try_from(topics.len()).unwrap().to_be_bytes());
+        for (t, ps) in topics {
+            b.extend_from_slice(&i16::try_from(t.len()).unwrap().to_be_bytes());
+            b.extend_from_slice(t.as_bytes());
+            b.extend_from_slice(&i32::try_from(ps.len()).unwrap().to_be_bytes());
+            for p in *ps {
+                b.extend_from_slice(&p.to_be_bytes());
+            }
+        }
+        b.extend_from_slice(&i32::try_from(user_data.len()).unwrap().to_be_bytes());
+        b.extend_from_slice(user_data);
+        b
+    }
+
+    #[test]
+    fn assignments_are_decoded_and_garbage_is_refused() {
+        let bytes = assignment(&[("doc.uploaded", &[0, 2]), ("other", &[1])], b"ud");
+        assert_eq!(
+            decode_assignment(&bytes),
+            Some(vec![
+                ("doc.uploaded".to_owned(), vec![0, 2]),
+                ("other".to_owned(), vec![1])
+            ])
+        );
+        assert_eq!(decode_assignment(&assignment(&[], b"")), Some(vec![]));
+        // Truncated inside the topics, or a count past the end: not an assignment, never a
+        // panic (the user data after the topics is not read).
+        let topics_end = bytes.len() - 4 - 2;
+        for cut in 0..topics_end {
+            assert_eq!(decode_assignment(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut huge = 1i16.to_be_bytes().to_vec();
+        huge.extend_from_slice(&1i32.to_be_bytes());
+        huge.extend_from_slice(&1i16.to_be_bytes());
+        huge.push(b't');
+        huge.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(decode_assignment(&huge), None);
+        assert_eq!(decode_assignment(&[0, 1, 0xff, 0xff, 0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn watched_groups_name_their_stage() {
+        assert_eq!(
+            Watched::parse("thumbnails-x=thumbnails"),
+            Watched {
+                group: "thumbnails-x".into(),
+                stage: "thumbnails".into()
+            }
+        );
+        assert_eq!(Watched::parse("ocr-embeddings").stage, "ocr-embeddings");
+    }
+}
