@@ -49,9 +49,12 @@ impl Drop for Browser {
     /// Chromedriver and the Chromium it started (its process group), also when the test
     /// failed before `quit`.
     fn drop(&mut self) {
+        // `--` before the negative process-group id: without it procps-ng 4.0's kill
+        // misreads it (strace: `kill -KILL -999999` calls kill(-9, SIGKILL)), and a group
+        // id starting with 1 becomes kill(-1, SIGKILL): every process on the machine, as
+        // root. That is what cut test runs short at ~213 of 223 tests.
         let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(format!("-{}", self.driver.id()))
+            .args(["-s", "KILL", "--", &format!("-{}", self.driver.id())])
             .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
