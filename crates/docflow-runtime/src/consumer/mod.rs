@@ -326,10 +326,16 @@ pub async fn run<H: Handler>(
     for (k, v) in &kafka.options {
         cfg.set(k, v);
     }
-    let consumer: Arc<BaseConsumer<Ctx<H>>> = Arc::new(
-        cfg.create_with_context(ctx)
-            .map_err(RuntimeError::kafka("creating consumer"))?,
-    );
+    let mut consumer: BaseConsumer<Ctx<H>> = cfg
+        .create_with_context(ctx)
+        .map_err(RuntimeError::kafka("creating consumer"))?;
+    // Rebalances, errors and records of partitions not split off yet wake the poll loop too.
+    let wake = Arc::new(poll::Wake::default());
+    {
+        let wake = wake.clone();
+        consumer.set_nonempty_callback(move || wake.ring());
+    }
+    let consumer = Arc::new(consumer);
     if args.assign_ranges.is_empty() {
         let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
         consumer
@@ -372,6 +378,7 @@ pub async fn run<H: Handler>(
                 grace,
                 max_rate,
                 reporter,
+                wake,
             )
             .run();
             // Leaving the group (close) runs the final revoke callbacks.
