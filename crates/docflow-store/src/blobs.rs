@@ -56,14 +56,44 @@ const INCOMING: &str = ".incoming";
 
 /// A blob being written before its key is known (an upload is keyed by the hash of its
 /// bytes, known only at the end). Bytes go to a file in the store's directory as they arrive,
-/// so a slow or large upload holds a file, not memory. [`Staged::commit`] moves it under its
-/// key atomically; dropping it uncommitted removes the file.
+/// so a slow or large upload holds a file, not memory; a blob staged with
+/// [`Blobs::stage_buffered`] is held in memory up to a size first, and written in one go by
+/// [`Staged::flush`]. [`Blobs::commit`] moves it under its key atomically; dropping it
+/// uncommitted removes the file.
 #[derive(Debug)]
 pub struct Staged {
-    file: Option<tokio::fs::File>,
+    body: Body,
+    /// Most bytes held in memory before they go to the file.
+    memory: usize,
     path: PathBuf,
     len: u64,
     committed: bool,
+}
+
+/// Where a staged blob's bytes are.
+#[derive(Debug)]
+enum Body {
+    /// In memory, still growing.
+    Memory(Vec<u8>),
+    /// In memory, complete and shared ([`Staged::held`]).
+    Held(Bytes),
+    /// In the staged file.
+    File(tokio::fs::File),
+    /// Written out ([`Staged::flush`]).
+    Flushed,
+}
+
+/// Creates the staged file at `path`, and its directory the first time.
+fn create_staged(path: &Path) -> std::io::Result<std::fs::File> {
+    match std::fs::File::create(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::File::create(path)
+        }
+        created => created,
+    }
 }
 
 impl Staged {
@@ -74,16 +104,61 @@ impl Staged {
         }
     }
 
+    /// Creates the staged file and writes `first` into it (one trip to a blocking thread).
+    async fn create(&self, first: Option<Bytes>) -> Result<tokio::fs::File, BlobError> {
+        use std::io::Write as _;
+        let path = self.path.clone();
+        let created = tokio::task::spawn_blocking(move || {
+            let mut file = create_staged(&path)?;
+            if let Some(bytes) = first {
+                file.write_all(&bytes)?;
+            }
+            Ok::<_, std::io::Error>(file)
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r);
+        created
+            .map(tokio::fs::File::from_std)
+            .map_err(|e| self.io(e))
+    }
+
     /// Appends `chunk`.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
         use tokio::io::AsyncWriteExt;
-        let Some(file) = self.file.as_mut() else {
-            return Err(self.io(std::io::Error::other("already finished")));
-        };
-        let written = file.write_all(chunk).await;
-        written.map_err(|e| self.io(e))?;
+        match &mut self.body {
+            Body::Memory(buf) if buf.len() + chunk.len() <= self.memory => {
+                buf.extend_from_slice(chunk);
+            }
+            Body::Memory(buf) => {
+                // Too big to hold: what came so far goes to the file, and the rest follows.
+                let so_far = Bytes::from(std::mem::take(buf));
+                let file = self.create(Some(so_far)).await?;
+                self.body = Body::File(file);
+                return Box::pin(self.write(chunk)).await;
+            }
+            Body::File(file) => {
+                let written = file.write_all(chunk).await;
+                written.map_err(|e| self.io(e))?;
+            }
+            Body::Held(_) | Body::Flushed => {
+                return Err(self.io(std::io::Error::other("already complete")));
+            }
+        }
         self.len += chunk.len() as u64;
         Ok(())
+    }
+
+    /// The whole blob, when it is held in memory (cheap to clone): checks can read it
+    /// without reading the file back. Ends writing.
+    pub fn held(&mut self) -> Option<Bytes> {
+        if let Body::Memory(buf) = &mut self.body {
+            self.body = Body::Held(Bytes::from(std::mem::take(buf)));
+        }
+        match &self.body {
+            Body::Held(bytes) => Some(bytes.clone()),
+            _ => None,
+        }
     }
 
     /// Bytes written so far.
@@ -96,23 +171,58 @@ impl Staged {
         self.len == 0
     }
 
-    /// The staged file (to read it back for checks before committing).
+    /// The staged file (to read it back for checks before committing); a blob held in
+    /// memory has one only after [`Staged::flush`].
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Flushes the bytes to disk; the blob can be read back from [`Staged::path`] after.
-    pub async fn finish(&mut self) -> Result<(), BlobError> {
+    /// Writes out what is buffered or held, so the blob can be read back from
+    /// [`Staged::path`], and starts syncing it to disk (`fdatasync`) on a blocking thread: the
+    /// bytes are durable once the returned [`Syncing`] says so. Checks, the rename under a
+    /// key and other work can go on meanwhile. After the first call there is nothing left to
+    /// write or sync.
+    pub async fn flush(&mut self) -> Result<Syncing, BlobError> {
         use tokio::io::AsyncWriteExt;
-        if let Some(mut file) = self.file.take() {
-            let flushed = async {
-                file.flush().await?;
-                file.sync_data().await
+        let file = match std::mem::replace(&mut self.body, Body::Flushed) {
+            Body::Flushed => return Ok(Syncing(None)),
+            Body::Memory(buf) => self.create(Some(Bytes::from(buf))).await?,
+            Body::Held(bytes) => self.create(Some(bytes)).await?,
+            Body::File(mut file) => {
+                file.flush().await.map_err(|e| self.io(e))?;
+                file
             }
-            .await;
-            flushed.map_err(|e| self.io(e))?;
-        }
-        Ok(())
+        };
+        let file = file.into_std().await;
+        let path = self.path.clone();
+        Ok(Syncing(Some(tokio::task::spawn_blocking(move || {
+            file.sync_data()
+                .map_err(|source| BlobError::Staging { path, source })
+        }))))
+    }
+
+    /// Flushes the bytes and syncs them to disk; the blob can be read back from
+    /// [`Staged::path`] after.
+    pub async fn finish(&mut self) -> Result<(), BlobError> {
+        self.flush().await?.wait().await
+    }
+}
+
+/// A staged blob's bytes on their way to disk ([`Staged::flush`]).
+#[derive(Debug)]
+#[must_use = "the bytes are durable only once `wait` returns"]
+pub struct Syncing(Option<tokio::task::JoinHandle<Result<(), BlobError>>>);
+
+impl Syncing {
+    /// Returns once the bytes are on disk.
+    pub async fn wait(self) -> Result<(), BlobError> {
+        let Some(task) = self.0 else {
+            return Ok(());
+        };
+        task.await.map_err(|e| BlobError::Staging {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
     }
 }
 
@@ -218,22 +328,30 @@ impl Blobs {
         Ok(())
     }
 
-    /// A new blob to write before its key is known; see [`Staged`].
+    /// A new blob to write before its key is known; see [`Staged`]. Its file is created
+    /// at once.
     pub async fn stage(&self) -> Result<Staged, BlobError> {
-        let dir = self.root.join(INCOMING);
-        let path = dir.join(uuid::Uuid::new_v4().simple().to_string());
-        let io = |source| BlobError::Staging {
-            path: path.clone(),
-            source,
-        };
-        tokio::fs::create_dir_all(&dir).await.map_err(io)?;
-        let file = tokio::fs::File::create(&path).await.map_err(io)?;
-        Ok(Staged {
-            file: Some(file),
+        let mut staged = self.stage_buffered(0);
+        let file = staged.create(None).await?;
+        staged.body = Body::File(file);
+        Ok(staged)
+    }
+
+    /// A new blob held in memory while it is at most `memory` bytes (written to its file in
+    /// one go by [`Staged::flush`], and readable from [`Staged::held`] meanwhile); a bigger
+    /// one goes on to its file as the bytes arrive. Nothing touches the disk until then.
+    pub fn stage_buffered(&self, memory: usize) -> Staged {
+        let path = self
+            .root
+            .join(INCOMING)
+            .join(uuid::Uuid::new_v4().simple().to_string());
+        Staged {
+            body: Body::Memory(Vec::new()),
+            memory,
             path,
             len: 0,
             committed: false,
-        })
+        }
     }
 
     /// Moves a staged blob under `key` (atomically: one rename on the same file system;
@@ -245,12 +363,44 @@ impl Blobs {
             path: staged.path.clone(),
             source,
         };
-        if let Some(parent) = target.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(io)?;
-        }
-        tokio::fs::rename(&staged.path, &target).await.map_err(io)?;
+        // One trip to a blocking thread: the key's directory is made only the first time.
+        let from = staged.path.clone();
+        let moved = tokio::task::spawn_blocking(move || match std::fs::rename(&from, &target) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && from.exists() => {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::rename(&from, &target)
+            }
+            moved => moved,
+        });
+        moved
+            .await
+            .map_err(std::io::Error::other)
+            .map_err(io)?
+            .map_err(io)?;
         staged.committed = true;
         Ok(())
+    }
+
+    /// Syncs the directory that holds `key` (`fsync` on the directory), so that a blob
+    /// [`Blobs::commit`]ted under it survives a crash of the machine, not only of the
+    /// process: a rename is durable once its directory is.
+    pub async fn sync_dir_of(&self, key: &Key) -> Result<(), BlobError> {
+        let target = self.store.path_to_filesystem(key)?;
+        let Some(dir) = target.parent().map(Path::to_owned) else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || {
+            std::fs::File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|source| BlobError::Dir { dir, source })
+        })
+        .await
+        .map_err(|e| BlobError::Dir {
+            dir: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
     }
 
     /// The blob under `key`, or `None` when there is none.
@@ -320,11 +470,52 @@ mod tests {
         );
         let key = Blobs::key(["t", "doc"]);
         blobs.commit(staged, &key).await.unwrap();
+        blobs.sync_dir_of(&key).await.unwrap();
         assert!(!path.exists());
         assert_eq!(
             blobs.get(&key).await.unwrap().as_deref(),
             Some(&b"hello"[..])
         );
+
+        // Flushed, renamed while its sync runs, then durable: the same bytes under the key.
+        let mut early = blobs.stage().await.unwrap();
+        early.write(b"early").await.unwrap();
+        let syncing = early.flush().await.unwrap();
+        assert_eq!(std::fs::read(early.path()).unwrap(), b"early");
+        let key = Blobs::key(["t", "early"]);
+        blobs.commit(early, &key).await.unwrap();
+        syncing.wait().await.unwrap();
+        assert_eq!(
+            blobs.get(&key).await.unwrap().as_deref(),
+            Some(&b"early"[..])
+        );
+
+        // Held in memory: no file until it is flushed, the bytes readable meanwhile.
+        let mut small = blobs.stage_buffered(8);
+        small.write(b"small").await.unwrap();
+        assert!(!small.path().exists(), "held in memory");
+        assert_eq!(small.held().as_deref(), Some(&b"small"[..]));
+        assert!(small.write(b"more").await.is_err(), "held means complete");
+        let syncing = small.flush().await.unwrap();
+        assert_eq!(std::fs::read(small.path()).unwrap(), b"small");
+        syncing.wait().await.unwrap();
+        let key = Blobs::key(["t", "small"]);
+        blobs.commit(small, &key).await.unwrap();
+        assert_eq!(
+            blobs.get(&key).await.unwrap().as_deref(),
+            Some(&b"small"[..])
+        );
+        // Past the memory limit it goes on to its file as it arrives.
+        let mut big = blobs.stage_buffered(4);
+        big.write(b"hel").await.unwrap();
+        assert!(!big.path().exists());
+        big.write(b"lo, world").await.unwrap();
+        assert!(big.path().exists(), "spilled to its file");
+        assert_eq!(big.held(), None);
+        assert_eq!(big.len(), 12);
+        big.finish().await.unwrap();
+        assert_eq!(std::fs::read(big.path()).unwrap(), b"hello, world");
+        drop(big);
 
         let mut dropped = blobs.stage().await.unwrap();
         dropped.write(b"partial").await.unwrap();

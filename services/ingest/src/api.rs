@@ -252,11 +252,7 @@ async fn upload(
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Busy)?;
-    let staged = state
-        .blobs
-        .stage()
-        .await
-        .map_err(|e| ApiError::unavailable("object store", e))?;
+    let staged = state.blobs.stage_buffered(HELD_BODY_BYTES);
     let mut rx = Receiver {
         staged,
         hasher: Sha256::new(),
@@ -285,15 +281,44 @@ async fn upload(
         ));
     }
     timing.mark("receive");
-    staged
-        .finish()
-        .await
-        .map_err(|e| ApiError::unavailable("object store", e))?;
-    timing.mark("sync");
     let kind = sniff(&head).ok_or(ApiError::UnsupportedType)?;
-    if kind == Kind::Pdf {
-        check_staged_pdf(&state, &staged).await?;
-    }
+    let id = hex::encode(hasher.finalize());
+    // The duplicate check, beside the checks and the write of the file (none of them
+    // changes anything a reader sees).
+    let lookup = async {
+        state.accepting.settled(&tenant, &id).await;
+        state.jobs.get(&tenant, &id).await
+    };
+    let flush_error = |e| ApiError::unavailable("object store", e);
+    // A body held in memory is checked there while its file is written; a bigger one is
+    // read back from its file. Either way its fsync then runs on a blocking thread, and
+    // only the answer waits for it.
+    let (checked, syncing, existing) = match staged.held() {
+        Some(bytes) => {
+            let check = async {
+                if kind == Kind::Pdf {
+                    check_pdf_of(&state, PdfSource::Held(bytes)).await?;
+                }
+                Ok::<_, ApiError>(())
+            };
+            let (checked, syncing, existing) = tokio::join!(check, staged.flush(), lookup);
+            (checked, syncing.map_err(flush_error), existing)
+        }
+        None => {
+            let syncing = staged.flush().await.map_err(flush_error);
+            let check = async {
+                if kind == Kind::Pdf && syncing.is_ok() {
+                    check_pdf_of(&state, PdfSource::File(staged.path().to_owned())).await?;
+                }
+                Ok::<_, ApiError>(())
+            };
+            let (checked, existing) = tokio::join!(check, lookup);
+            (checked, syncing, existing)
+        }
+    };
+    checked?;
+    let syncing = syncing?;
+    let existing = existing?;
     timing.mark("check");
     let file_name = q.filename.or(part_name).map(|f| {
         f.chars()
@@ -301,13 +326,12 @@ async fn upload(
             .take(255)
             .collect::<String>()
     });
-    let id = hex::encode(hasher.finalize());
 
-    if let Some(existing) = state.jobs.get(&tenant, &id).await?
+    if let Some(existing) = existing
         && existing.status == status::ACCEPTED
         && !q.reprocess
     {
-        drop((staged, slot));
+        drop((staged, slot, syncing));
         state.jobs.record_upload(&existing).await?;
         timing.mark("record");
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
@@ -315,10 +339,10 @@ async fn upload(
         timing.mark("reply");
         return Ok(timing.attach(resp));
     }
-    timing.mark("lookup");
 
     tracing::Span::current().record("docflow.job_id", id.as_str());
-    // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes).
+    // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes):
+    //    visible there before the event is produced, so a stage always finds them.
     let key = Blobs::key([tenant.as_str(), id.as_str()]);
     let size = staged.len();
     state
@@ -330,7 +354,10 @@ async fn upload(
     timing.mark("store");
     let object_uri = state.blobs.uri(&key);
 
-    // 2. The record, before the event: a stored blob always has one.
+    // 2. At once: the bytes and their directory entry made durable, the job recorded
+    //    (`stored`), the event produced and acked. The answer waits for all three. When one
+    //    fails the request fails, even if the event went out: the client's retry produces it
+    //    again and the stages absorb the duplicate (a result is keyed by the bytes).
     let job = Job {
         job_id: id.clone(),
         tenant_id: tenant.clone(),
@@ -343,48 +370,71 @@ async fn upload(
         created_at_ms: now_ms(),
         produced_at_ms: None,
     };
-    state.jobs.record_upload(&job).await?;
-    timing.mark("record");
-
-    // 3. The event; the answer waits for the broker's ack.
-    match produce(&state, &job, &trace).await {
-        Ok(()) => {
-            timing.mark("produce");
-            state
-                .jobs
-                .set_status(&tenant, &id, status::ACCEPTED, Some(now_ms()))
-                .await?;
-            timing.mark("status");
-            state.metrics.upload_bytes.inc_by(size);
-            tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
-            let resp = reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await?;
-            timing.mark("reply");
-            Ok(timing.attach(resp))
-        }
-        Err(e) => {
-            // Best effort: the record already says `stored`; mark why it went no further.
+    let durable = async {
+        let (file, dir) = tokio::join!(syncing.wait(), state.blobs.sync_dir_of(&key));
+        file.and(dir)
+    };
+    let (durable, recorded, produced) = tokio::join!(
+        durable,
+        state.jobs.record_upload(&job),
+        produce(&state, &job, &trace)
+    );
+    timing.mark("persist");
+    if let Err(e) = produced {
+        if recorded.is_ok() {
+            // Best effort: the record says `stored`; mark why it went no further.
             let _ = state
                 .jobs
                 .set_status(&tenant, &id, status::PRODUCE_FAILED, None)
                 .await;
-            Err(e)
         }
+        return Err(e);
     }
+    recorded?;
+    durable.map_err(|e| ApiError::unavailable("object store", e))?;
+    // 3. `accepted`: written off the answer's path; reads of this job wait for it.
+    state.accepting.mark(
+        state.jobs.clone(),
+        state.metrics.clone(),
+        tenant.clone(),
+        id.clone(),
+        now_ms(),
+    );
+    state.metrics.upload_bytes.inc_by(size);
+    tracing::info!(%tenant, job = %id, size, content_type = kind.mime(), "document accepted");
+    let resp = reply(&state, &tenant, &id, status::ACCEPTED, false, wait).await?;
+    timing.mark("reply");
+    Ok(timing.attach(resp))
 }
 
-/// The page and structure checks of a staged PDF: read back and parsed off the async
-/// threads, at most --pdf-checks at a time (each may hold the file and up to
+/// Bodies up to this size are held in memory while they arrive (at most
+/// --max-concurrent-uploads of them, 32 MiB by default), checked there and written to their
+/// staged file in one go; bigger ones stream to the file as they arrive.
+const HELD_BODY_BYTES: usize = 1 << 20;
+
+/// Where a PDF to check is.
+enum PdfSource {
+    /// Held in memory.
+    Held(bytes::Bytes),
+    /// In the staged file (read back).
+    File(std::path::PathBuf),
+}
+
+/// The page and structure checks of an uploaded PDF: parsed off the async threads, at most
+/// --pdf-checks at a time (each may hold the document and up to
 /// [`crate::sniff::MAX_INFLATED`] of inflated object streams).
-async fn check_staged_pdf(state: &AppState, staged: &Staged) -> Result<usize, ApiError> {
+async fn check_pdf_of(state: &AppState, source: PdfSource) -> Result<usize, ApiError> {
     let _permit = state
         .pdf_checks
         .acquire()
         .await
         .map_err(|e| ApiError::failed("checking the PDF", e))?;
-    let path = staged.path().to_owned();
     let max_pages = state.max_pages;
     let checked = tokio::task::spawn_blocking(move || {
-        let bytes = std::fs::read(&path)?;
+        let bytes = match source {
+            PdfSource::Held(bytes) => bytes,
+            PdfSource::File(path) => bytes::Bytes::from(std::fs::read(&path)?),
+        };
         Ok::<_, std::io::Error>(check_pdf(&bytes, max_pages))
     })
     .await
@@ -433,6 +483,7 @@ async fn wait_for_stages(
         woken.as_mut().enable();
         let runs = state.results.latest_runs(tenant, id).await?;
         if all_finished(&state.stages, &runs) {
+            state.accepting.settled(tenant, id).await;
             let job = state
                 .jobs
                 .get(tenant, id)
@@ -529,7 +580,9 @@ pub(crate) fn job_body(
             .filter(|r| !state.stages.contains(&r.stage))
             .map(stage_json),
     );
-    let pipeline = if job.status != status::ACCEPTED {
+    // A job whose mark failed after its event's ack stays `stored`; a stage's report shows
+    // its event went out (see `accepting`).
+    let pipeline = if job.status != status::ACCEPTED && runs.is_empty() {
         "not_started"
     } else if !all_finished(&state.stages, runs) {
         "processing"
@@ -803,6 +856,7 @@ async fn own_job(state: &AppState, tenant: &str, id: &str) -> Result<Job, ApiErr
     if !is_document_id(id) {
         return Err(ApiError::NotFound(id.to_owned()));
     }
+    state.accepting.settled(tenant, id).await;
     state
         .jobs
         .get(tenant, id)

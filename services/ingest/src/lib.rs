@@ -24,6 +24,7 @@ use docflow_events::EventCodec;
 use rdkafka::producer::FutureProducer;
 use tokio::net::TcpListener;
 
+mod accepting;
 mod admin;
 pub mod api;
 mod console;
@@ -270,6 +271,8 @@ pub struct AppState {
     pub(crate) max_pages: usize,
     pub(crate) produce_timeout: Duration,
     pub(crate) topic: String,
+    /// Jobs being marked `accepted` after their event's ack; reads of a job wait for it.
+    pub(crate) accepting: Arc<accepting::Accepting>,
     /// Requests waiting with `?wait=`, woken by the `doc.processed` listener.
     pub(crate) wakeups: Arc<wakeups::Wakeups>,
     pub(crate) processed_topic: String,
@@ -379,6 +382,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         max_pages: config.max_pages,
         produce_timeout: config.produce_timeout,
         topic: config.topic.clone(),
+        accepting: Arc::default(),
         wakeups: Arc::default(),
         processed_topic: config.processed_topic.clone(),
         kafka: config.kafka.clone(),
@@ -486,6 +490,13 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; closing them");
+    }
+    let left = state.accepting.drain(Duration::from_secs(10)).await;
+    if left > 0 {
+        tracing::warn!(
+            left,
+            "jobs whose events were acked are not yet marked accepted at shutdown; they stay `stored`"
+        );
     }
     let producer = state.producer.clone();
     let _ = tokio::task::spawn_blocking(move || {

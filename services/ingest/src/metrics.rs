@@ -24,6 +24,8 @@ pub struct IngestMetrics {
     pub(crate) upload_bytes: IntCounter,
     /// Result-store reads of `?wait=` requests, by what caused them.
     pub(crate) wait_reads: IntCounterVec,
+    /// Jobs marked `accepted` after their event's ack (off the request's path), by outcome.
+    pub(crate) accept_marks: IntCounterVec,
 }
 
 impl IngestMetrics {
@@ -58,6 +60,15 @@ impl IngestMetrics {
             ),
             &["cause"],
         )?;
+        let accept_marks = IntCounterVec::new(
+            Opts::new(
+                "docflow_ingest_accept_marks_total",
+                "Jobs marked accepted after their doc.uploaded was acked, by outcome (ok, or \
+                 error: retries exhausted, the job stays `stored`)",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(accept_marks.clone()))?;
         registry.register(Box::new(wait_reads.clone()))?;
         registry.register(Box::new(docflow_config::telemetry::SPANS_DROPPED.clone()))?;
         registry.register(Box::new(requests.clone()))?;
@@ -69,6 +80,7 @@ impl IngestMetrics {
             produce,
             upload_bytes,
             wait_reads,
+            accept_marks,
         })
     }
 

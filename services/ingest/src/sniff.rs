@@ -144,17 +144,14 @@ fn object_stream_pages(bytes: &[u8]) -> Result<(usize, usize), PdfError> {
 }
 
 fn find_from(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|i| from + i)
+    memchr::memmem::find(hay.get(from..)?, needle).map(|i| from + i)
 }
 
 /// How far from the end the trailer must be (the spec says the last 1024 bytes).
 const TRAILER_WINDOW: usize = 1024;
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).rposition(|w| w == needle)
+    memchr::memmem::rfind(hay, needle)
 }
 
 /// Page objects in the raw bytes, each object number once: an incremental update appends a
@@ -214,7 +211,7 @@ fn count_pages(bytes: &[u8]) -> usize {
 fn page_positions(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
-        while let Some(pos) = bytes.get(i..)?.windows(5).position(|w| w == b"/Type") {
+        while let Some(pos) = memchr::memmem::find(bytes.get(i..)?, b"/Type") {
             let at = i + pos;
             let mut j = at + 5;
             i = j;

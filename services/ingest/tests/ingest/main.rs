@@ -222,6 +222,30 @@ async fn upload_produces_and_reports_the_job() {
         .await
         .unwrap();
     assert!(doc["paths"]["/v1/documents"]["post"].is_object());
+
+    // The `accepted` mark is written after the answer, but a reader of the job never sees
+    // it missing: each job read straight after its 202 says `accepted`.
+    for i in 0..25 {
+        let line = format!("read straight after its answer, {i}");
+        let doc = docflow_embedded::pdf::text_pdf(&[&[line.as_str()]]);
+        let (status, body, _) = s.post(Some(ALICE), "", doc).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let id = body["job_id"].as_str().unwrap();
+        let (status, job) = s.get_job(ALICE, id).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(job["status"], "accepted", "upload {i}: {job}");
+        assert_ne!(job["pipeline"], "not_started", "upload {i}: {job}");
+    }
+    let m = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(r#"docflow_ingest_accept_marks_total{outcome="ok"} 26"#),
+        "{m}"
+    );
     s.finish().await;
 }
 
