@@ -160,10 +160,14 @@ struct Shared<H> {
 /// `--assign-range`: assigns exactly the ranges' partitions, each at its start or at the
 /// group's committed offset where that is further on (a resumed replay), without joining
 /// the group, and tells the state where each range ends.
+///
+/// Each range's partition queue is split off before the assignment and returned: records
+/// fetched before the poll loop split it would otherwise reach the consumer's own queue,
+/// which `--max-rate` cannot hold back (a side replay's first records all at once).
 fn assign_ranges<H: Handler>(
-    consumer: &BaseConsumer<Ctx<H>>,
+    consumer: &Arc<BaseConsumer<Ctx<H>>>,
     ranges: &[docflow_config::AssignRange],
-) -> Result<(), RuntimeError> {
+) -> Result<poll::SplitQueues<H>, RuntimeError> {
     use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
     let mut asked = TopicPartitionList::new();
     for r in ranges {
@@ -189,11 +193,18 @@ fn assign_ranges<H: Handler>(
         tracing::info!(topic = %r.topic, partition = r.partition, start, end = r.end, resumed = done_before.is_some(), "replaying a range");
         placed.push(((r.topic.clone(), r.partition), start, r.end));
     }
+    let split = ranges
+        .iter()
+        .filter_map(|r| {
+            let q = consumer.split_partition_queue(&r.topic, r.partition)?;
+            Some(((r.topic.clone(), r.partition), q))
+        })
+        .collect();
     consumer
         .assign(&tpl)
         .map_err(RuntimeError::kafka("assigning the ranges"))?;
     consumer.context().lock().assign_ranges(consumer, &placed);
-    Ok(())
+    Ok(split)
 }
 
 /// A service replica: [`run`] plus its admin endpoint (`/metrics` with the consumer metrics
@@ -336,6 +347,7 @@ pub async fn run<H: Handler>(
         consumer.set_nonempty_callback(move || wake.ring());
     }
     let consumer = Arc::new(consumer);
+    let mut split = Vec::new();
     if args.assign_ranges.is_empty() {
         let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
         consumer
@@ -344,7 +356,7 @@ pub async fn run<H: Handler>(
     } else {
         let c = consumer.clone();
         let ranges = args.assign_ranges.clone();
-        tokio::task::spawn_blocking(move || assign_ranges(&c, &ranges))
+        split = tokio::task::spawn_blocking(move || assign_ranges(&c, &ranges))
             .await
             .map_err(|e| RuntimeError::PollThread(e.to_string()))??;
     }
@@ -380,6 +392,7 @@ pub async fn run<H: Handler>(
                 reporter,
                 wake,
             )
+            .with_queues(split)
             .run();
             // Leaving the group (close) runs the final revoke callbacks.
             drop(consumer);

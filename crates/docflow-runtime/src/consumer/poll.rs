@@ -68,6 +68,9 @@ impl Wake {
     }
 }
 
+/// Partition queues split off the consumer, each with its partition.
+pub(super) type SplitQueues<H> = Vec<(Tp, PartitionQueue<Ctx<H>>)>;
+
 /// The poll thread: feeds the workers and keeps the group membership alive.
 pub(super) struct PollLoop<'a, H: Handler> {
     consumer: &'a Arc<BaseConsumer<Ctx<H>>>,
@@ -81,6 +84,8 @@ pub(super) struct PollLoop<'a, H: Handler> {
     next_queue: usize,
     /// Rung when a queue receives something (see [`Wake`]).
     wake: Arc<Wake>,
+    /// Whether the last poll of the consumer's own queue returned something.
+    consumer_busy: bool,
     last_metrics: Instant,
     /// `--max-rate`: records that may still start now (refilled at `rate` per second).
     rate: f64,
@@ -110,6 +115,7 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             queues: Vec::new(),
             next_queue: 0,
             wake,
+            consumer_busy: false,
             last_metrics: Instant::now(),
             rate: if max_rate.is_finite() {
                 max_rate.max(0.0)
@@ -121,6 +127,16 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             status,
             last_status: None,
         }
+    }
+
+    /// Starts with these partition queues, split off before their assignment.
+    pub(super) fn with_queues(mut self, split: SplitQueues<H>) -> Self {
+        for (tp, mut q) in split {
+            let wake = self.wake.clone();
+            q.set_nonempty_callback(move || wake.ring());
+            self.queues.push((tp, q));
+        }
+        self
     }
 
     /// `room` limited by `--max-rate` (a token bucket holding at most a tenth of a
@@ -256,7 +272,9 @@ impl<'a, H: Handler> PollLoop<'a, H> {
     /// is not split yet (returns whether it dispatched one). Polling it is what keeps max.poll.interval.ms satisfied. It waits a
     /// little only when this pass found nothing to do.
     fn poll_consumer(&mut self, room: usize, dispatched: bool) -> bool {
-        let wait = if dispatched {
+        let wait = if dispatched || self.consumer_busy {
+            // The consumer's own queue rings only when it goes from empty to non-empty: while
+            // its last poll returned something, more may be waiting.
             Duration::ZERO
         } else if room == 0 {
             // Full: wake on the first completion rather than on a timer.
@@ -267,7 +285,9 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             self.wake.wait(IDLE_WAIT);
             Duration::ZERO
         };
-        match self.consumer.poll(wait) {
+        let polled = self.consumer.poll(wait);
+        self.consumer_busy = polled.is_some();
+        match polled {
             None => false,
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "consumer error");
