@@ -68,7 +68,7 @@ fn step_meaning(name: &str) -> &'static str {
         "check" => {
             "at once: type sniffed, PDF structure and pages checked; staged file written (its fsync starts); duplicate check (job read)"
         }
-        "store" => "staged file renamed under its key",
+        "store" => "staged file linked under its key (a blob already there is kept)",
         "persist" => {
             "at once: encode + produce + broker ack, job record written, file and directory fsynced"
         }

@@ -8,6 +8,7 @@
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
@@ -68,6 +69,9 @@ pub struct Staged {
     path: PathBuf,
     len: u64,
     committed: bool,
+    /// Set when the blob is dropped uncommitted: a file created on a blocking thread after
+    /// that (the request was cancelled meanwhile) is removed there.
+    gone: Arc<AtomicBool>,
 }
 
 /// Where a staged blob's bytes are.
@@ -108,10 +112,15 @@ impl Staged {
     async fn create(&self, first: Option<Bytes>) -> Result<tokio::fs::File, BlobError> {
         use std::io::Write as _;
         let path = self.path.clone();
+        let gone = self.gone.clone();
         let created = tokio::task::spawn_blocking(move || {
             let mut file = create_staged(&path)?;
             if let Some(bytes) = first {
                 file.write_all(&bytes)?;
+            }
+            if gone.load(Ordering::SeqCst) {
+                // Dropped while this ran: its own removal may have come before the file.
+                let _ = std::fs::remove_file(&path);
             }
             Ok::<_, std::io::Error>(file)
         })
@@ -128,13 +137,25 @@ impl Staged {
         use tokio::io::AsyncWriteExt;
         match &mut self.body {
             Body::Memory(buf) if buf.len() + chunk.len() <= self.memory => {
+                // Grown by doubling, but never past the limit: at most `memory` bytes held.
+                let need = buf.len() + chunk.len();
+                if need > buf.capacity() {
+                    let grown = (buf.capacity() * 2).max(need).min(self.memory);
+                    buf.reserve_exact(grown - buf.len());
+                }
                 buf.extend_from_slice(chunk);
             }
             Body::Memory(buf) => {
                 // Too big to hold: what came so far goes to the file, and the rest follows.
                 let so_far = Bytes::from(std::mem::take(buf));
-                let file = self.create(Some(so_far)).await?;
-                self.body = Body::File(file);
+                match self.create(Some(so_far)).await {
+                    Ok(file) => self.body = Body::File(file),
+                    Err(e) => {
+                        // Its start is gone from memory: no later write may look like a blob.
+                        self.body = Body::Flushed;
+                        return Err(e);
+                    }
+                }
                 return Box::pin(self.write(chunk)).await;
             }
             Body::File(file) => {
@@ -230,9 +251,23 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.committed {
             // Best effort: an uncommitted upload (refused, timed out, duplicate) leaves nothing.
+            self.gone.store(true, Ordering::SeqCst);
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+/// What [`Blobs::commit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// The staged blob is now under the key.
+    New {
+        /// Whether the key's directory was made for it.
+        made_dir: bool,
+    },
+    /// A blob was already under the key (the same bytes); it was kept and the staged one
+    /// dropped.
+    Existing,
 }
 
 /// A local object store rooted at one directory.
@@ -351,12 +386,17 @@ impl Blobs {
             path,
             len: 0,
             committed: false,
+            gone: Arc::default(),
         }
     }
 
-    /// Moves a staged blob under `key` (atomically: one rename on the same file system;
-    /// readers see the old blob or the new one, never a part).
-    pub async fn commit(&self, mut staged: Staged, key: &Key) -> Result<(), BlobError> {
+    /// Puts a staged blob under `key` atomically (a hard link, then the staged name is
+    /// removed: readers see the blob whole or not at all). A blob already under the key is
+    /// kept as it is, never replaced: keys name their bytes (tenant and SHA-256), so it holds
+    /// the same bytes, and replacing it with a file whose sync is still running could leave
+    /// a crash with less than an earlier acknowledged upload had. Says which happened, and
+    /// whether the key's directory was made (see [`Blobs::sync_dir_of`]).
+    pub async fn commit(&self, mut staged: Staged, key: &Key) -> Result<Committed, BlobError> {
         staged.finish().await?;
         let target = self.store.path_to_filesystem(key)?;
         let io = |source| BlobError::Staging {
@@ -365,36 +405,77 @@ impl Blobs {
         };
         // One trip to a blocking thread: the key's directory is made only the first time.
         let from = staged.path.clone();
-        let moved = tokio::task::spawn_blocking(move || match std::fs::rename(&from, &target) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && from.exists() => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::rename(&from, &target)
+        let linked = tokio::task::spawn_blocking(move || {
+            let mut made_dir = false;
+            let mut linked = std::fs::hard_link(&from, &target);
+            if let Err(e) = &linked
+                && e.kind() == std::io::ErrorKind::NotFound
+                && from.exists()
+                && let Some(parent) = target.parent()
+            {
+                std::fs::create_dir_all(parent)?;
+                made_dir = true;
+                linked = std::fs::hard_link(&from, &target);
             }
-            moved => moved,
+            match linked {
+                Ok(()) => {
+                    std::fs::remove_file(&from)?;
+                    Ok(Committed::New { made_dir })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Committed::Existing),
+                Err(e) => Err(e),
+            }
         });
-        moved
+        let committed = linked
             .await
             .map_err(std::io::Error::other)
             .map_err(io)?
             .map_err(io)?;
-        staged.committed = true;
-        Ok(())
+        // A new blob's staged name is gone; an existing one's staged file is removed on drop.
+        staged.committed = matches!(committed, Committed::New { .. });
+        Ok(committed)
+    }
+
+    /// Syncs the blob under `key` to disk (`fdatasync`): a blob that was already there when
+    /// [`Blobs::commit`] came ([`Committed::Existing`]), which an earlier writer may not
+    /// have synced yet.
+    pub async fn sync_blob(&self, key: &Key) -> Result<(), BlobError> {
+        let path = self.store.path_to_filesystem(key)?;
+        tokio::task::spawn_blocking(move || {
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_data())
+                .map_err(|source| BlobError::Staging { path, source })
+        })
+        .await
+        .map_err(|e| BlobError::Staging {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
     }
 
     /// Syncs the directory that holds `key` (`fsync` on the directory), so that a blob
     /// [`Blobs::commit`]ted under it survives a crash of the machine, not only of the
-    /// process: a rename is durable once its directory is.
-    pub async fn sync_dir_of(&self, key: &Key) -> Result<(), BlobError> {
+    /// process: a rename is durable once its directory is. When the commit made that
+    /// directory (`made_dir`), every directory from it up to the store's root is synced,
+    /// so the new directory's own entry is durable too.
+    pub async fn sync_dir_of(&self, key: &Key, made_dir: bool) -> Result<(), BlobError> {
         let target = self.store.path_to_filesystem(key)?;
-        let Some(dir) = target.parent().map(Path::to_owned) else {
-            return Ok(());
-        };
+        let root = self.root.clone();
         tokio::task::spawn_blocking(move || {
-            std::fs::File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|source| BlobError::Dir { dir, source })
+            let mut dir = target.parent();
+            while let Some(d) = dir {
+                std::fs::File::open(d)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|source| BlobError::Dir {
+                        dir: d.to_owned(),
+                        source,
+                    })?;
+                if !made_dir || d == root || !d.starts_with(&root) {
+                    break;
+                }
+                dir = d.parent();
+            }
+            Ok(())
         })
         .await
         .map_err(|e| BlobError::Dir {
@@ -469,8 +550,11 @@ mod tests {
             "written to the staged file"
         );
         let key = Blobs::key(["t", "doc"]);
-        blobs.commit(staged, &key).await.unwrap();
-        blobs.sync_dir_of(&key).await.unwrap();
+        assert_eq!(
+            blobs.commit(staged, &key).await.unwrap(),
+            Committed::New { made_dir: true }
+        );
+        blobs.sync_dir_of(&key, true).await.unwrap();
         assert!(!path.exists());
         assert_eq!(
             blobs.get(&key).await.unwrap().as_deref(),
@@ -483,7 +567,10 @@ mod tests {
         let syncing = early.flush().await.unwrap();
         assert_eq!(std::fs::read(early.path()).unwrap(), b"early");
         let key = Blobs::key(["t", "early"]);
-        blobs.commit(early, &key).await.unwrap();
+        assert_eq!(
+            blobs.commit(early, &key).await.unwrap(),
+            Committed::New { made_dir: false }
+        );
         syncing.wait().await.unwrap();
         assert_eq!(
             blobs.get(&key).await.unwrap().as_deref(),
@@ -501,6 +588,21 @@ mod tests {
         syncing.wait().await.unwrap();
         let key = Blobs::key(["t", "small"]);
         blobs.commit(small, &key).await.unwrap();
+        assert_eq!(
+            blobs.get(&key).await.unwrap().as_deref(),
+            Some(&b"small"[..])
+        );
+        // The same key again: the blob there is kept, the staged one removed.
+        let mut again = blobs.stage_buffered(8);
+        again.write(b"small").await.unwrap();
+        again.flush().await.unwrap().wait().await.unwrap();
+        let staged_path = again.path().to_owned();
+        assert_eq!(
+            blobs.commit(again, &key).await.unwrap(),
+            Committed::Existing
+        );
+        assert!(!staged_path.exists(), "the staged copy is removed");
+        blobs.sync_blob(&key).await.unwrap();
         assert_eq!(
             blobs.get(&key).await.unwrap().as_deref(),
             Some(&b"small"[..])

@@ -23,7 +23,7 @@ pub mod text;
 pub mod tokens;
 
 pub use analytics::{Analytics, Applied, Bucket, Counts, Delivery, Fact, Granularity};
-pub use blobs::{BlobError, Blobs, Staged, Syncing};
+pub use blobs::{BlobError, Blobs, Committed, Staged, Syncing};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use redrives::Redrives;

@@ -5,7 +5,10 @@
 //! upload and no part of what the `202` promises (the bytes are durable and the event is in
 //! the log), so the answer does not wait for it. What reads the job waits instead:
 //! [`Accepting::settled`] returns once the mark of that job, if one is in flight on this
-//! replica, has been written, so a client that reads its job after the `202` sees `accepted`.
+//! replica, has been written, so a client that reads its job after the `202` from the
+//! replica that answered sees `accepted`. Another replica may read `stored` for the few
+//! milliseconds the mark takes (and a duplicate upload there produces the event again, which
+//! the stages absorb).
 //!
 //! A mark that cannot be written (the database went away just after the ack) is retried for
 //! a while; if it still fails the job stays `stored`. Nothing is lost: the event is in the
@@ -29,6 +32,9 @@ const RETRIES: [Duration; 4] = [
     Duration::from_secs(1),
     Duration::from_secs(3),
 ];
+
+/// Longest a read of a job waits for its mark.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The marks in flight, by (tenant, job).
 #[derive(Debug, Default)]
@@ -87,7 +93,9 @@ impl Accepting {
         });
     }
 
-    /// Returns once no mark of the job `id` of `tenant` is in flight.
+    /// Returns once no mark of the job `id` of `tenant` is in flight, or after
+    /// [`SETTLE_LIMIT`] (a database that stalls the mark must not stall every read of the
+    /// job: the read then goes ahead and may see `stored`).
     pub(crate) async fn settled(&self, tenant: &str, id: &str) {
         let rx = self
             .in_flight
@@ -96,7 +104,8 @@ impl Accepting {
             .and_then(|m| m.get(&(tenant.to_owned(), id.to_owned())).cloned());
         if let Some(mut rx) = rx {
             // Nothing is ever sent: this returns when the sender is dropped.
-            while rx.changed().await.is_ok() {}
+            let closed = async { while rx.changed().await.is_ok() {} };
+            let _ = tokio::time::timeout(SETTLE_LIMIT, closed).await;
         }
     }
 

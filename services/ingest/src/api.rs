@@ -16,7 +16,7 @@ use docflow_events::{DocUploaded, stages, types::is_document_id};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, send_event};
 use docflow_runtime::trace::TraceContext;
-use docflow_store::{Blobs, PageText, StageRun, StageStatus, Staged};
+use docflow_store::{Blobs, Committed, PageText, StageRun, StageStatus, Staged};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -342,10 +342,12 @@ async fn upload(
 
     tracing::Span::current().record("docflow.job_id", id.as_str());
     // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes):
-    //    visible there before the event is produced, so a stage always finds them.
+    //    visible there before the event is produced, so a stage finds them (while the
+    //    machine stays up; after a crash of the machine, only an answered upload's bytes
+    //    are sure to be there). A blob already under the key is kept, never replaced.
     let key = Blobs::key([tenant.as_str(), id.as_str()]);
     let size = staged.len();
-    state
+    let committed = state
         .blobs
         .commit(staged, &key)
         .await
@@ -371,7 +373,16 @@ async fn upload(
         produced_at_ms: None,
     };
     let durable = async {
-        let (file, dir) = tokio::join!(syncing.wait(), state.blobs.sync_dir_of(&key));
+        let (file, dir) = match committed {
+            Committed::New { made_dir } => {
+                tokio::join!(syncing.wait(), state.blobs.sync_dir_of(&key, made_dir))
+            }
+            // An earlier upload's blob, whose writer may not have lived to sync it.
+            Committed::Existing => tokio::join!(
+                state.blobs.sync_blob(&key),
+                state.blobs.sync_dir_of(&key, false)
+            ),
+        };
         file.and(dir)
     };
     let (durable, recorded, produced) = tokio::join!(
@@ -582,7 +593,9 @@ pub(crate) fn job_body(
     );
     // A job whose mark failed after its event's ack stays `stored`; a stage's report shows
     // its event went out (see `accepting`).
-    let pipeline = if job.status != status::ACCEPTED && runs.is_empty() {
+    let produced =
+        job.status == status::ACCEPTED || (job.status == status::STORED && !runs.is_empty());
+    let pipeline = if !produced {
         "not_started"
     } else if !all_finished(&state.stages, runs) {
         "processing"
