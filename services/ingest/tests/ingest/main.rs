@@ -99,6 +99,16 @@ impl Stack {
         (r.status(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Ingest's Prometheus text.
+    async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Records on the topic.
     fn count(&self) -> i64 {
         let c: BaseConsumer = self
@@ -188,12 +198,7 @@ async fn upload_produces_and_reports_the_job() {
     assert_eq!(job["uploads"], 1);
 
     // Metrics: the route template is the label, never the job id.
-    let m = reqwest::get(format!("{}/metrics", s.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = s.metrics().await;
     assert!(
         m.contains(
             r#"docflow_ingest_request_duration_seconds_count{route="/v1/documents",status="202"} 1"#
@@ -236,12 +241,7 @@ async fn upload_produces_and_reports_the_job() {
         assert_eq!(job["status"], "accepted", "upload {i}: {job}");
         assert_ne!(job["pipeline"], "not_started", "upload {i}: {job}");
     }
-    let m = reqwest::get(format!("{}/metrics", s.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = s.metrics().await;
     assert!(
         m.contains(r#"docflow_ingest_accept_marks_total{outcome="ok"} 26"#),
         "{m}"
