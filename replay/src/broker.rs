@@ -188,19 +188,19 @@ pub fn tail(c: &BaseConsumer, topic: &str, n: i64) -> Result<Vec<Record>, Replay
     read_to_end(
         c,
         topic,
-        |_, start, end| (end - n.max(1)).max(start),
+        |_, start, end| Ok((end - n.max(1)).max(start)),
         TIMEOUT,
     )
 }
 
 /// Every record of `topic` from the offset `from(partition, log start, log end)` of each
-/// partition to the end that partition had when the read began (none when the topic does
-/// not exist). A read that gets no record for `stall` fails: a large topic is fine, a
+/// partition (an error from `from` ends the read) to the end that partition had when the
+/// read began (none when the topic does not exist). A read that gets no record for `stall` fails: a large topic is fine, a
 /// stalled read is not.
 pub fn read_to_end(
     c: &BaseConsumer,
     topic: &str,
-    from: impl Fn(i32, i64, i64) -> i64,
+    mut from: impl FnMut(i32, i64, i64) -> Result<i64, ReplayError>,
     stall: Duration,
 ) -> Result<Vec<Record>, ReplayError> {
     let ids = match partitions(c, topic) {
@@ -215,7 +215,7 @@ pub fn read_to_end(
     for p in ids {
         let (start, end) = watermarks(c, topic, p)?;
         if end > start {
-            let at = from(p, start, end).clamp(start, end);
+            let at = from(p, start, end)?.clamp(start, end);
             ends.insert(p, end);
             starts.insert(p, at);
             tpl.add_partition_offset(topic, p, Offset::Offset(at))

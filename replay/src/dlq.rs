@@ -111,7 +111,7 @@ impl std::fmt::Display for DlqReport {
 
 /// Every record of `topic` from the log start to the end it had when the read began.
 fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<Record>, ReplayError> {
-    broker::read_to_end(c, topic, |_, start, _| start, STALL)
+    broker::read_to_end(c, topic, |_, start, _| Ok(start), STALL)
 }
 
 /// Reads the group's DLQ and redrives what the filters and the record of earlier runs let

@@ -436,10 +436,28 @@ impl Blobs {
         Ok(committed)
     }
 
-    /// Syncs the blob under `key` to disk (`fdatasync`): a blob that was already there when
-    /// [`Blobs::commit`] came ([`Committed::Existing`]), which an earlier writer may not
-    /// have synced yet.
-    pub async fn sync_blob(&self, key: &Key) -> Result<(), BlobError> {
+    /// Makes a blob [`Blobs::commit`]ted under `key` durable, so that it survives a crash of
+    /// the machine, not only of the process: a new blob's bytes (`syncing`, from
+    /// [`Staged::flush`]) and its directory entry, with the directories above when the
+    /// commit made its directory; a blob that was already there is synced again (an earlier
+    /// writer may not have lived to sync it) with its directory.
+    pub async fn sync_committed(
+        &self,
+        key: &Key,
+        committed: Committed,
+        syncing: Syncing,
+    ) -> Result<(), BlobError> {
+        let (file, dir) = match committed {
+            Committed::New { made_dir } => {
+                tokio::join!(syncing.wait(), self.sync_dir_of(key, made_dir))
+            }
+            Committed::Existing => tokio::join!(self.sync_blob(key), self.sync_dir_of(key, false)),
+        };
+        file.and(dir)
+    }
+
+    /// Syncs the blob under `key` to disk (`fdatasync`).
+    async fn sync_blob(&self, key: &Key) -> Result<(), BlobError> {
         let path = self.store.path_to_filesystem(key)?;
         tokio::task::spawn_blocking(move || {
             std::fs::File::open(&path)
@@ -453,12 +471,10 @@ impl Blobs {
         })?
     }
 
-    /// Syncs the directory that holds `key` (`fsync` on the directory), so that a blob
-    /// [`Blobs::commit`]ted under it survives a crash of the machine, not only of the
-    /// process: a rename is durable once its directory is. When the commit made that
-    /// directory (`made_dir`), every directory from it up to the store's root is synced,
-    /// so the new directory's own entry is durable too.
-    pub async fn sync_dir_of(&self, key: &Key, made_dir: bool) -> Result<(), BlobError> {
+    /// Syncs the directory that holds `key` (`fsync` on the directory): a new name is
+    /// durable once its directory is. With `made_dir`, every directory from it up to the
+    /// store's root is synced, so the new directory's own entry is durable too.
+    async fn sync_dir_of(&self, key: &Key, made_dir: bool) -> Result<(), BlobError> {
         let target = self.store.path_to_filesystem(key)?;
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || {

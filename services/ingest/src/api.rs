@@ -16,7 +16,7 @@ use docflow_events::{DocUploaded, stages, types::is_document_id};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, send_event};
 use docflow_runtime::trace::TraceContext;
-use docflow_store::{Blobs, Committed, PageText, StageRun, StageStatus, Staged};
+use docflow_store::{Blobs, PageText, StageRun, StageStatus, Staged};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -372,19 +372,7 @@ async fn upload(
         created_at_ms: now_ms(),
         produced_at_ms: None,
     };
-    let durable = async {
-        let (file, dir) = match committed {
-            Committed::New { made_dir } => {
-                tokio::join!(syncing.wait(), state.blobs.sync_dir_of(&key, made_dir))
-            }
-            // An earlier upload's blob, whose writer may not have lived to sync it.
-            Committed::Existing => tokio::join!(
-                state.blobs.sync_blob(&key),
-                state.blobs.sync_dir_of(&key, false)
-            ),
-        };
-        file.and(dir)
-    };
+    let durable = state.blobs.sync_committed(&key, committed, syncing);
     let (durable, recorded, produced) = tokio::join!(
         durable,
         state.jobs.record_upload(&job),

@@ -399,24 +399,15 @@ impl Console {
         }
         let since = now_ms() - STATUS_LOOKBACK_MS;
         let records = self.with_client("status", "docflow-console", |c| {
-            let mut from = HashMap::new();
-            match broker::partitions(c, &self.status_topic) {
-                Ok(ids) => {
-                    for p in ids {
-                        if let Some(o) = broker::offset_for_time(c, &self.status_topic, p, since)? {
-                            from.insert(p, o);
-                        }
-                    }
-                }
-                Err(ReplayError::NoSuchTopic(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e),
-            }
             // From the first report of the last minute (none that recent: nothing), and never
             // more than STATUS_MAX records back.
             broker::read_to_end(
                 c,
                 &self.status_topic,
-                |p, _, end| from.get(&p).copied().unwrap_or(end).max(end - STATUS_MAX),
+                |p, _, end| {
+                    let first = broker::offset_for_time(c, &self.status_topic, p, since)?;
+                    Ok(first.unwrap_or(end).max(end - STATUS_MAX))
+                },
                 TIMEOUT,
             )
         })?;
