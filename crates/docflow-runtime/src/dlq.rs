@@ -58,9 +58,10 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// Headers of the dead letter for `record`: its own headers (its `traceparent` replaced by
-/// this consumer's span), then provenance.
+/// `trace`, the dead-letter write's span), then provenance.
 pub(crate) fn dead_letter_headers(
     record: &Record,
+    trace: &crate::trace::TraceContext,
     group: &str,
     class: &str,
     message: &str,
@@ -75,7 +76,7 @@ pub(crate) fn dead_letter_headers(
             });
         }
     }
-    let trace = record.trace.to_string();
+    let trace = trace.to_string();
     let fields = [
         (TRACEPARENT, trace),
         (headers::TOPIC, record.topic.clone()),
@@ -152,7 +153,7 @@ mod tests {
             attempt: 2,
             trace: crate::trace::TraceContext::new_root(),
         };
-        let h = dead_letter_headers(&r, "g", "avro_body", &"m".repeat(5000), 5);
+        let h = dead_letter_headers(&r, &r.trace, "g", "avro_body", &"m".repeat(5000), 5);
         let get = |name: &str| {
             h.iter()
                 .find(|x| x.key == name)

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use rdkafka::producer::FutureRecord;
+use tracing::Instrument;
 
 use crate::dlq;
 use crate::handler::{Handler, HandlerError, Record};
@@ -15,6 +16,10 @@ use super::{Outcome, Shared};
 /// Writes `record` (key and value unchanged, provenance headers) to its dead-letter topic,
 /// then tells the handler. A failed write is retried with backoff until it succeeds or the
 /// consumer stops: the record's offset is not passed before the DLQ has it.
+///
+/// The write is a publish span of its own, child of the record's work (the consume span);
+/// with span export on, the dead letter's `traceparent` names it, so the upload's trace
+/// ends at its dead letter and a redrive continues it.
 pub(super) async fn dead_letter<H: Handler>(
     s: &Shared<H>,
     record: &Record,
@@ -22,12 +27,46 @@ pub(super) async fn dead_letter<H: Handler>(
     e: &HandlerError,
 ) -> Outcome {
     let topic = dlq::topic_for(&record.topic, &s.group);
-    let headers =
-        dlq::dead_letter_headers(record, &s.group, e.class(), e.message(), record.attempt);
+    let span = tracing::info_span!(
+        "docflow.produce",
+        otel.kind = "producer",
+        messaging.system = "kafka",
+        messaging.operation = "publish",
+        messaging.destination.name = %topic,
+        docflow.job_id = %record.key.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+        docflow.dlq.error_class = e.class(),
+    );
+    let trace = crate::trace::adopt(
+        &span,
+        crate::trace::TraceContext {
+            parent_span_id: None,
+            ..record.trace
+        },
+    );
+    write(s, record, input, e, &topic, &trace)
+        .instrument(span)
+        .await
+}
+
+async fn write<H: Handler>(
+    s: &Shared<H>,
+    record: &Record,
+    input: Option<&H::Input>,
+    e: &HandlerError,
+    topic: &str,
+    trace: &crate::trace::TraceContext,
+) -> Outcome {
+    let headers = dlq::dead_letter_headers(
+        record,
+        trace,
+        &s.group,
+        e.class(),
+        e.message(),
+        record.attempt,
+    );
     let mut failures = 0u32;
     loop {
-        let mut fr: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(&topic).headers(headers.clone());
+        let mut fr: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers.clone());
         if let Some(k) = &record.key {
             fr = fr.key(k.as_slice());
         }

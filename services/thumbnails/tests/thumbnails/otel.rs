@@ -1,6 +1,8 @@
 //! One upload, one trace, across processes: ingest and the thumbnails stage run as their
 //! real binaries exporting spans over OTLP/HTTP to a receiver in this test (the protobuf
-//! `ExportTraceServiceRequest` a collector gets), and the spans link up across the broker.
+//! `ExportTraceServiceRequest` a collector gets), and the spans link up across the broker —
+//! to the stage's answer on `doc.processed`, or to the dead letter of an upload it cannot
+//! render.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,7 +93,7 @@ fn spawn(bin: std::path::PathBuf, args: Vec<String>, log: &std::path::Path) -> s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_upload_is_one_trace_across_processes() {
+async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
     let (got, otlp) = receiver().await;
     let stack = docflow_embedded::Stack::builder()
         .partitions(3)
@@ -181,25 +183,50 @@ async fn one_upload_is_one_trace_across_processes() {
 
     // Ingest's request and publish spans, the stage's consume and publish spans.
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let find = |name: &str, service: &str| -> Option<Got> {
+    // The span `name` that `service` sent for `job` in `trace`.
+    let find = |name: &str, service: &str, job: &str, trace: &str| -> Option<Got> {
         got.lock()
             .unwrap()
             .iter()
             .find(|g| {
                 g.span.name == name
                     && g.service == service
-                    && g.attr("docflow.job_id").as_deref() == Some(job_id.as_str())
-                    && hex(&g.span.trace_id) == client_trace
+                    && g.attr("docflow.job_id").as_deref() == Some(job)
+                    && hex(&g.span.trace_id) == trace
             })
             .cloned()
+    };
+    let received = || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g.service.clone(),
+                    g.span.name.clone(),
+                    hex(&g.span.trace_id),
+                    g.attr("messaging.destination.name"),
+                )
+            })
+            .collect::<Vec<_>>()
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let (request, publish, consume, announce) = loop {
         let spans = (
-            find("docflow.http", "docflow-ingest"),
-            find("docflow.produce", "docflow-ingest"),
-            find("docflow.consume", "docflow-thumbnails"),
-            find("docflow.produce", "docflow-thumbnails"),
+            find("docflow.http", "docflow-ingest", &job_id, client_trace),
+            find("docflow.produce", "docflow-ingest", &job_id, client_trace),
+            find(
+                "docflow.consume",
+                "docflow-thumbnails",
+                &job_id,
+                client_trace,
+            ),
+            find(
+                "docflow.produce",
+                "docflow-thumbnails",
+                &job_id,
+                client_trace,
+            ),
         );
         if let (Some(a), Some(b), Some(c), Some(d)) = spans {
             break (a, b, c, d);
@@ -207,15 +234,7 @@ async fn one_upload_is_one_trace_across_processes() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "spans missing: {spans:?}\nreceived: {:?}",
-            got.lock()
-                .unwrap()
-                .iter()
-                .map(|g| (
-                    g.service.clone(),
-                    g.span.name.clone(),
-                    hex(&g.span.trace_id)
-                ))
-                .collect::<Vec<_>>()
+            received()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -260,6 +279,79 @@ async fn one_upload_is_one_trace_across_processes() {
         Some(stack.topics.processed.as_str())
     );
     assert_eq!(request.attr("http.route").as_deref(), Some("/v1/documents"));
+
+    // An upload the stage cannot render: its trace ends at the dead letter, a publish span
+    // to the group's DLQ topic, child of the stage's consume span.
+    let bad_trace = "5c0ffee5577b34da6a3ce929d0e0e473";
+    let mut bad = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    bad.extend_from_slice(&[0u8; 7]);
+    let r = http
+        .post(format!("{base}/v1/documents"))
+        .bearer_auth(TOKEN)
+        .header("traceparent", format!("00-{bad_trace}-{client_span}-01"))
+        .body(bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
+    let bad_job: serde_json::Value = r.json().await.unwrap();
+    let bad_id = bad_job["job_id"].as_str().unwrap().to_owned();
+    let dlq_topic =
+        docflow_events::topics::dead_letter(&stack.topics.uploaded, &stack.group(THUMBNAILS));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (bad_publish, bad_consume, dead) = loop {
+        let dead = got
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|g| {
+                g.span.name == "docflow.produce"
+                    && g.service == "docflow-thumbnails"
+                    && hex(&g.span.trace_id) == bad_trace
+                    && g.attr("messaging.destination.name").as_deref() == Some(dlq_topic.as_str())
+            })
+            .cloned();
+        let spans = (
+            find("docflow.produce", "docflow-ingest", &bad_id, bad_trace),
+            find("docflow.consume", "docflow-thumbnails", &bad_id, bad_trace),
+            dead,
+        );
+        if let (Some(a), Some(b), Some(c)) = spans {
+            break (a, b, c);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dead-letter spans missing: {spans:?}\nreceived: {:?}\nthumbnails:\n{}",
+            received(),
+            logs_of("thumbnails.log")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(bad_consume.span.parent_span_id, bad_publish.span.span_id);
+    assert_eq!(
+        dead.span.parent_span_id, bad_consume.span.span_id,
+        "the dead letter is the consume span's child"
+    );
+    assert_eq!(
+        dead.attr("docflow.job_id").as_deref(),
+        Some(bad_id.as_str())
+    );
+    assert_eq!(dead.attr("messaging.system").as_deref(), Some("kafka"));
+    assert!(
+        dead.attr("docflow.dlq.error_class")
+            .is_some_and(|c| !c.is_empty()),
+        "{dead:?}"
+    );
+    // The dead letter's own traceparent names that span (a redrive continues the trace).
+    let letters = stack
+        .records_with_header(&dlq_topic, "traceparent")
+        .await
+        .unwrap();
+    let traceparent = letters.first().and_then(|(_, tp)| tp.clone());
+    assert_eq!(
+        traceparent,
+        Some(format!("00-{bad_trace}-{}-01", hex(&dead.span.span_id)))
+    );
 
     // The drop counter is exported (nothing dropped with a live receiver).
     let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
