@@ -116,11 +116,12 @@ pub enum TelemetryError {
     Invalid(String),
 }
 
-/// Spans dropped because the export queue was full (a slow or unreachable collector).
+/// Spans dropped: they found the export queue full (a slow or unreachable collector), or
+/// their batch's export failed (refused, unreachable, timed out).
 pub static SPANS_DROPPED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     prometheus::IntCounter::new(
         "docflow_otel_spans_dropped_total",
-        "Spans dropped because the OTLP export queue was full",
+        "Spans dropped because the OTLP export queue was full or their batch's export failed",
     )
     .unwrap_or_else(|_| unreachable_counter())
 });
@@ -273,12 +274,25 @@ impl BoundedExport {
 
 fn export_loop<E: SpanExporter>(mut exporter: E, rx: &Receiver<Msg>, interval: Duration) {
     let mut batch: Vec<SpanData> = Vec::new();
-    let send = |exporter: &E, batch: &mut Vec<SpanData>| {
+    // Whether the last export failed: the first failure after a success is logged as a
+    // warning, the rest only counted (a dead collector would log every interval).
+    let mut failing = false;
+    let mut send = |exporter: &E, batch: &mut Vec<SpanData>| {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = futures::executor::block_on(exporter.export(std::mem::take(batch))) {
-            tracing::debug!(error = %e, "span export failed; the batch is dropped");
+        let n = batch.len() as u64;
+        match futures::executor::block_on(exporter.export(std::mem::take(batch))) {
+            Ok(()) => failing = false,
+            Err(e) => {
+                SPANS_DROPPED.inc_by(n);
+                if failing {
+                    tracing::debug!(error = %e, spans = n, "span export failed; the batch is dropped");
+                } else {
+                    tracing::warn!(error = %e, spans = n, "span export failed; the batch is dropped (counted in docflow_otel_spans_dropped_total; further failures are logged at debug)");
+                }
+                failing = true;
+            }
         }
     };
     // A partial batch waits at most `interval` from its first span, however steadily spans
@@ -386,6 +400,35 @@ mod tests {
             futures::future::pending::<()>().await;
             Ok(())
         }
+    }
+
+    /// An exporter whose collector refuses every batch.
+    #[derive(Debug)]
+    struct Refusing;
+
+    impl SpanExporter for Refusing {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            Err(OTelSdkError::InternalFailure(
+                "503 from the collector".into(),
+            ))
+        }
+    }
+
+    #[test]
+    fn spans_of_a_failed_export_are_counted_as_dropped() {
+        let processor = BoundedExport::start(Refusing, 64, Duration::from_millis(10)).unwrap();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .build();
+        let tracer = provider.tracer("test");
+        let before = SPANS_DROPPED.get();
+        for _ in 0..20 {
+            tracer.in_span("work", |_| {});
+        }
+        // The flush returns once the export thread sent (and lost) what it had.
+        let _ = provider.force_flush();
+        assert_eq!(SPANS_DROPPED.get() - before, 20);
+        let _ = provider.shutdown();
     }
 
     #[test]

@@ -93,10 +93,13 @@ pub async fn send_event<E: docflow_events::Event>(
     // export on, the record's `traceparent` names it.
     let span = tracing::info_span!(
         "docflow.produce",
+        otel.name = %format!("send {topic}"),
         otel.kind = "producer",
         messaging.system = "kafka",
-        messaging.operation = "publish",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
         messaging.destination.name = %topic,
+        messaging.kafka.message.key = %key,
         docflow.job_id = %key,
     );
     let trace = crate::trace::adopt(

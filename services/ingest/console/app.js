@@ -257,7 +257,7 @@ async function jobPage(tenant, id, mine) {
   $("#main").innerHTML = `<p><a href="#/">← all groups</a></p>
     <h2>Job <code>${esc(job.job_id)}</code> <span class="tag ${esc(job.pipeline)}" id="pipeline">${esc(job.pipeline)}</span></h2>
     <p class="muted">tenant ${esc(job.tenant_id)} · ${esc(job.file_name || "unnamed")} · ${esc(job.content_type)} ·
-      ${bytes(job.size_bytes)} · uploaded ${new Date(job.created_at_ms).toLocaleString("en-GB")} · ${job.uploads} upload(s) · job ${esc(job.status)}</p>
+      ${bytes(job.size_bytes)} · uploaded ${new Date(job.created_at_ms).toLocaleString("en-GB")} · ${job.uploads} upload(s) · upload ${esc(job.status)}</p>
     <div class="job-page">
       <div>${job.thumbnail_url ? '<img id="thumbnail" alt="first page">' : '<p class="muted">no thumbnail</p>'}</div>
       <div>
@@ -270,9 +270,12 @@ async function jobPage(tenant, id, mine) {
     </div>`;
   if (job.thumbnail_url) {
     const blob = await (await api(job.thumbnail_url)).blob();
+    // The user may have left the page while the thumbnail came.
+    const img = $("#thumbnail");
+    if (mine !== generation || !img) return false;
     if (thumbnailUrl) URL.revokeObjectURL(thumbnailUrl);
     thumbnailUrl = URL.createObjectURL(blob);
-    $("#thumbnail").src = thumbnailUrl;
+    img.src = thumbnailUrl;
   }
   return job.pipeline === "processing" || job.pipeline === "not_started";
 }

@@ -105,6 +105,7 @@ pub(crate) async fn observe(
     // The server span of every request; a caller's `traceparent` makes it a child.
     let span = tracing::info_span!(
         "docflow.http",
+        otel.name = %format!("{} {route}", req.method()),
         otel.kind = "server",
         http.request.method = %req.method(),
         http.route = %route,

@@ -27,13 +27,21 @@ pub(super) async fn dead_letter<H: Handler>(
     e: &HandlerError,
 ) -> Outcome {
     let topic = dlq::topic_for(&record.topic, &s.group);
+    let job_id = record
+        .key
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
     let span = tracing::info_span!(
         "docflow.produce",
+        otel.name = %format!("send {topic}"),
         otel.kind = "producer",
         messaging.system = "kafka",
-        messaging.operation = "publish",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
         messaging.destination.name = %topic,
-        docflow.job_id = %record.key.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+        messaging.kafka.message.key = %job_id,
+        docflow.job_id = %job_id,
         docflow.dlq.error_class = e.class(),
     );
     let trace = crate::trace::adopt(

@@ -16,16 +16,25 @@ use super::{Completion, Job, Outcome, Shared};
 /// Runs one record to its outcome and reports it to the poll thread.
 pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
     let Job { mut record, epoch } = job;
+    let job_id = record
+        .key
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default()
+        .into_owned();
     let span = tracing::info_span!(
         "docflow.consume",
+        otel.name = %format!("process {}", record.topic),
         otel.kind = "consumer",
         messaging.system = "kafka",
-        messaging.operation = "process",
+        messaging.operation.type = "process",
+        messaging.operation.name = "process",
         messaging.destination.name = %record.topic,
-        messaging.kafka.destination.partition = record.partition,
-        messaging.kafka.message.offset = record.offset,
-        messaging.kafka.consumer.group = %s.group,
-        docflow.job_id = %record.key.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+        messaging.destination.partition.id = %record.partition,
+        messaging.kafka.offset = record.offset,
+        messaging.consumer.group.name = %s.group,
+        messaging.kafka.message.key = %job_id,
+        docflow.job_id = %job_id,
         trace_id = tracing::field::Empty,
     );
     // With span export on, the work's context becomes the exported span's.

@@ -210,23 +210,31 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
             })
             .collect::<Vec<_>>()
     };
+    // Span names as the OTel conventions make them: `{method} {route}`, `{operation}
+    // {destination}`.
+    let (uploaded, processed) = (&stack.topics.uploaded, &stack.topics.processed);
+    let (send_uploaded, process_uploaded, send_processed) = (
+        format!("send {uploaded}"),
+        format!("process {uploaded}"),
+        format!("send {processed}"),
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let (request, publish, consume, announce) = loop {
         let spans = (
-            find("docflow.http", "docflow-ingest", &job_id, client_trace),
-            find("docflow.produce", "docflow-ingest", &job_id, client_trace),
             find(
-                "docflow.consume",
+                "POST /v1/documents",
+                "docflow-ingest",
+                &job_id,
+                client_trace,
+            ),
+            find(&send_uploaded, "docflow-ingest", &job_id, client_trace),
+            find(
+                &process_uploaded,
                 "docflow-thumbnails",
                 &job_id,
                 client_trace,
             ),
-            find(
-                "docflow.produce",
-                "docflow-thumbnails",
-                &job_id,
-                client_trace,
-            ),
+            find(&send_processed, "docflow-thumbnails", &job_id, client_trace),
         );
         if let (Some(a), Some(b), Some(c), Some(d)) = spans {
             break (a, b, c, d);
@@ -246,16 +254,28 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
         "across the broker"
     );
     assert_eq!(announce.span.parent_span_id, consume.span.span_id);
-    // OTel messaging conventions.
+    // OTel messaging conventions (1.27+ attribute names).
     let conv: HashMap<&str, Option<String>> = [
         ("publish system", publish.attr("messaging.system")),
-        ("publish operation", publish.attr("messaging.operation")),
+        (
+            "publish operation",
+            publish.attr("messaging.operation.type"),
+        ),
         ("publish topic", publish.attr("messaging.destination.name")),
-        ("consume operation", consume.attr("messaging.operation")),
+        ("publish key", publish.attr("messaging.kafka.message.key")),
+        (
+            "consume operation",
+            consume.attr("messaging.operation.type"),
+        ),
         (
             "consume group",
-            consume.attr("messaging.kafka.consumer.group"),
+            consume.attr("messaging.consumer.group.name"),
         ),
+        (
+            "consume partition",
+            consume.attr("messaging.destination.partition.id"),
+        ),
+        ("consume offset", consume.attr("messaging.kafka.offset")),
         (
             "announce topic",
             announce.attr("messaging.destination.name"),
@@ -264,31 +284,32 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
     .into_iter()
     .collect();
     assert_eq!(conv["publish system"].as_deref(), Some("kafka"));
-    assert_eq!(conv["publish operation"].as_deref(), Some("publish"));
-    assert_eq!(
-        conv["publish topic"].as_deref(),
-        Some(stack.topics.uploaded.as_str())
-    );
+    assert_eq!(conv["publish operation"].as_deref(), Some("send"));
+    assert_eq!(conv["publish topic"].as_deref(), Some(uploaded.as_str()));
+    assert_eq!(conv["publish key"].as_deref(), Some(job_id.as_str()));
     assert_eq!(conv["consume operation"].as_deref(), Some("process"));
     assert_eq!(
         conv["consume group"].as_deref(),
         Some(stack.group(THUMBNAILS).as_str())
     );
-    assert_eq!(
-        conv["announce topic"].as_deref(),
-        Some(stack.topics.processed.as_str())
+    assert!(
+        conv["consume partition"]
+            .as_deref()
+            .is_some_and(|p| ["0", "1", "2"].contains(&p)),
+        "{conv:?}"
     );
+    assert!(conv["consume offset"].is_some(), "{conv:?}");
+    assert_eq!(conv["announce topic"].as_deref(), Some(processed.as_str()));
     assert_eq!(request.attr("http.route").as_deref(), Some("/v1/documents"));
 
-    // An upload the stage cannot render: its trace ends at the dead letter, a publish span
-    // to the group's DLQ topic, child of the stage's consume span.
-    let bad_trace = "5c0ffee5577b34da6a3ce929d0e0e473";
+    // An upload the stage cannot render, from a caller that sends no trace: ingest starts
+    // one, and it ends at the dead letter, a publish span to the group's DLQ topic, child of
+    // the stage's consume span.
     let mut bad = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
     bad.extend_from_slice(&[0u8; 7]);
     let r = http
         .post(format!("{base}/v1/documents"))
         .bearer_auth(TOKEN)
-        .header("traceparent", format!("00-{bad_trace}-{client_span}-01"))
         .body(bad)
         .send()
         .await
@@ -299,21 +320,48 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
     let dlq_topic =
         docflow_events::topics::dead_letter(&stack.topics.uploaded, &stack.group(THUMBNAILS));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let bad_request = loop {
+        let request = got
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|g| {
+                g.span.name == "POST /v1/documents"
+                    && g.attr("docflow.job_id").as_deref() == Some(bad_id.as_str())
+            })
+            .cloned();
+        if let Some(r) = request {
+            break r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no request span for {bad_id}: {:?}",
+            received()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        bad_request.span.parent_span_id.is_empty(),
+        "a new trace's root: {bad_request:?}"
+    );
+    let bad_trace = hex(&bad_request.span.trace_id);
+    let bad_trace = bad_trace.as_str();
+    assert_ne!(bad_trace, client_trace);
     let (bad_publish, bad_consume, dead) = loop {
         let dead = got
             .lock()
             .unwrap()
             .iter()
             .find(|g| {
-                g.span.name == "docflow.produce"
+                g.span.name == format!("send {dlq_topic}")
                     && g.service == "docflow-thumbnails"
                     && hex(&g.span.trace_id) == bad_trace
                     && g.attr("messaging.destination.name").as_deref() == Some(dlq_topic.as_str())
             })
             .cloned();
         let spans = (
-            find("docflow.produce", "docflow-ingest", &bad_id, bad_trace),
-            find("docflow.consume", "docflow-thumbnails", &bad_id, bad_trace),
+            find(&send_uploaded, "docflow-ingest", &bad_id, bad_trace),
+            find(&process_uploaded, "docflow-thumbnails", &bad_id, bad_trace),
             dead,
         );
         if let (Some(a), Some(b), Some(c)) = spans {
@@ -327,6 +375,7 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    assert_eq!(bad_publish.span.parent_span_id, bad_request.span.span_id);
     assert_eq!(bad_consume.span.parent_span_id, bad_publish.span.span_id);
     assert_eq!(
         dead.span.parent_span_id, bad_consume.span.span_id,
