@@ -61,8 +61,14 @@ fn parse_server_timing(header: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// The time the client saw outside ingest's own steps.
+const OUTSIDE: &str = "outside";
+
 fn step_meaning(name: &str) -> &'static str {
     match name {
+        OUTSIDE => {
+            "the client's time not in a step: HTTP framing and parsing at both ends, the client, scheduling"
+        }
         "auth" => "token → tenant, query",
         "receive" => "body received (held in memory up to 1 MiB), hashed",
         "check" => {
@@ -73,6 +79,14 @@ fn step_meaning(name: &str) -> &'static str {
             "at once: encode + produce + broker ack, job record written, file and directory fsynced"
         }
         "reply" => "answer built (the job's `accepted` mark is written after it)",
+        "check.pdf" => "· part of `check`: the PDF checked (a blocking thread)",
+        "check.write" => {
+            "· part of `check`: the staged file created and written (a blocking thread)"
+        }
+        "check.lookup" => "· part of `check`: the job read (duplicate check)",
+        "persist.fsync" => "· part of `persist`: file and directory fsynced",
+        "persist.record" => "· part of `persist`: the job record written",
+        "persist.produce" => "· part of `persist`: encode + produce + broker ack",
         _ => "",
     }
 }
@@ -132,8 +146,11 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let docs: Vec<Vec<u8>> = (0..args.requests).map(|i| document(i, args.kib)).collect();
     let docs = std::sync::Arc::new(docs);
-    // Each answer's `Server-Timing` steps (name, ms), in order.
-    let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<(String, f64)>>::new()));
+    // Each answer's `Server-Timing` steps (name, ms), in order, by request.
+    let steps = std::sync::Arc::new(std::sync::Mutex::new(vec![
+        Vec::<(String, f64)>::new();
+        args.requests
+    ]));
     for i in 0..20 {
         let r = http
             .post(&base)
@@ -159,10 +176,13 @@ async fn main() -> anyhow::Result<()> {
                 .and_then(|v| v.to_str().ok())
                 .map(parse_server_timing)
                 .unwrap_or_default();
-            steps
+            if let Some(slot) = steps
                 .lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))?
-                .push(timing);
+                .get_mut(i)
+            {
+                *slot = timing;
+            }
             Ok(())
         }
     };
@@ -182,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
     stack.stop().await?;
 
     let (b50, b99, bmax) = percentiles(bare);
+    let latencies = api.clone();
     let (a50, a99, amax) = percentiles(api);
     println!(
         "bare produce+ack: p50 {b50:.1} ms p99 {b99:.1} ms; POST: p50 {a50:.1} ms p99 {a99:.1} ms"
@@ -228,15 +249,31 @@ async fn main() -> anyhow::Result<()> {
         "\n## Where a POST's time goes (ingest's `Server-Timing` header, per step)\n\n\
          | step | what | p50 | p99 | max |\n|---|---|---|---|---|"
     )?;
-    let names: Vec<String> = steps
+    // Every request's steps (and their parts) plus what the client saw outside them (HTTP on both ends,
+    // the client, scheduling): request i is `latencies[i]` (the blocks run in order).
+    let mut names: Vec<String> = steps
         .first()
         .map(|s| s.iter().map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
-    for name in names {
-        let values: Vec<f64> = steps
-            .iter()
-            .filter_map(|s| s.iter().find(|(n, _)| *n == name).map(|(_, ms)| *ms))
-            .collect();
+    let mut rows: Vec<(f64, Vec<f64>)> = steps
+        .iter()
+        .zip(&latencies)
+        .filter(|(s, _)| s.len() == names.len())
+        .map(|(s, total)| {
+            let mut v: Vec<f64> = s.iter().map(|(_, ms)| *ms).collect();
+            // Parts (`step.part`) overlap within their step: only the steps add up.
+            let steps: f64 = s
+                .iter()
+                .filter(|(n, _)| !n.contains('.'))
+                .map(|(_, ms)| *ms)
+                .sum();
+            v.push(total - steps);
+            (*total, v)
+        })
+        .collect();
+    names.push(OUTSIDE.to_owned());
+    for (k, name) in names.iter().enumerate() {
+        let values: Vec<f64> = rows.iter().map(|(_, v)| v[k]).collect();
         if values.is_empty() {
             continue;
         }
@@ -244,7 +281,36 @@ async fn main() -> anyhow::Result<()> {
         writeln!(
             md,
             "| `{name}` | {} | {p50:.2} ms | {p99:.2} ms | {max:.2} ms |",
-            step_meaning(&name)
+            step_meaning(name)
+        )?;
+    }
+    // Where the slowest requests' time went, beside the typical one's.
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let slow = rows.len().div_ceil(100);
+    if slow > 0 {
+        let mean = |part: &[(f64, Vec<f64>)], k: usize| {
+            part.iter().map(|(_, v)| v[k]).sum::<f64>() / part.len() as f64
+        };
+        let middle = &rows[rows.len() * 45 / 100..rows.len() * 55 / 100];
+        let tail = &rows[rows.len() - slow..];
+        writeln!(
+            md,
+            "\n## The slowest 1 % ({slow} POSTs) against the middle 10 %: mean per step\n\n\
+             | step | middle 10 % | slowest 1 % |\n|---|---|---|"
+        )?;
+        for (k, name) in names.iter().enumerate() {
+            writeln!(
+                md,
+                "| `{name}` | {:.2} ms | {:.2} ms |",
+                mean(middle, k),
+                mean(tail, k)
+            )?;
+        }
+        writeln!(
+            md,
+            "| total | {:.2} ms | {:.2} ms |",
+            middle.iter().map(|r| r.0).sum::<f64>() / middle.len().max(1) as f64,
+            tail.iter().map(|r| r.0).sum::<f64>() / tail.len() as f64
         )?;
     }
     docflow_bench::write_report(&args.out, &md)?;

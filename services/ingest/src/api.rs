@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::sniff::{Kind, check_pdf, sniff};
-use crate::timing::Timing;
+use crate::timing::{Timing, timed};
 use docflow_store::jobs::{Job, status};
 
 type Shared = State<Arc<AppState>>;
@@ -301,7 +301,11 @@ async fn upload(
                 }
                 Ok::<_, ApiError>(())
             };
-            let (checked, syncing, existing) = tokio::join!(check, staged.flush(), lookup);
+            let ((checked, pdf_ms), (syncing, write_ms), (existing, lookup_ms)) =
+                tokio::join!(timed(check), timed(staged.flush()), timed(lookup));
+            timing.part("check.pdf", pdf_ms);
+            timing.part("check.write", write_ms);
+            timing.part("check.lookup", lookup_ms);
             (checked, syncing.map_err(flush_error), existing)
         }
         None => {
@@ -312,7 +316,10 @@ async fn upload(
                 }
                 Ok::<_, ApiError>(())
             };
-            let (checked, existing) = tokio::join!(check, lookup);
+            let ((checked, pdf_ms), (existing, lookup_ms)) =
+                tokio::join!(timed(check), timed(lookup));
+            timing.part("check.pdf", pdf_ms);
+            timing.part("check.lookup", lookup_ms);
             (checked, syncing, existing)
         }
     };
@@ -373,11 +380,14 @@ async fn upload(
         produced_at_ms: None,
     };
     let durable = state.blobs.sync_committed(&key, committed, syncing);
-    let (durable, recorded, produced) = tokio::join!(
-        durable,
-        state.jobs.record_upload(&job),
-        produce(&state, &job, &trace)
+    let ((durable, fsync_ms), (recorded, record_ms), (produced, produce_ms)) = tokio::join!(
+        timed(durable),
+        timed(state.jobs.record_upload(&job)),
+        timed(produce(&state, &job, &trace))
     );
+    timing.part("persist.fsync", fsync_ms);
+    timing.part("persist.record", record_ms);
+    timing.part("persist.produce", produce_ms);
     timing.mark("persist");
     if let Err(e) = produced {
         if recorded.is_ok() {

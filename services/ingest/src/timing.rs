@@ -1,6 +1,8 @@
 //! `Server-Timing` (W3C) on upload answers: how long each step of `POST /v1/documents`
 //! took, so a client, a browser's developer tools or the ingest benchmark sees where a
-//! request's time goes (`receive;dur=1.84, sync;dur=0.91, ...`, milliseconds).
+//! request's time goes (`receive;dur=1.84, sync;dur=0.91, ...`, milliseconds). A step made
+//! of things done at once also lists how long each of them took, as `step.part` before the
+//! step; the steps alone add up to the request.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -31,6 +33,12 @@ impl Timing {
         self.last = now;
     }
 
+    /// Records `step.part`: one of the things done at once in the step now running, which
+    /// took `ms` (see [`timed`]).
+    pub(crate) fn part(&mut self, name: &'static str, ms: f64) {
+        self.steps.push((name, ms));
+    }
+
     /// The header value: `name;dur=ms` for each step, in order.
     pub(crate) fn header(&self) -> String {
         let mut out = String::new();
@@ -50,6 +58,14 @@ impl Timing {
         }
         resp
     }
+}
+
+/// Runs `f`, with how long it took in milliseconds (a part of a step, see
+/// [`Timing::part`]).
+pub(crate) async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
+    let start = Instant::now();
+    let out = f.await;
+    (out, start.elapsed().as_secs_f64() * 1e3)
 }
 
 #[cfg(test)]

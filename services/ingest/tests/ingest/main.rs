@@ -153,6 +153,45 @@ async fn upload_produces_and_reports_the_job() {
     assert_eq!(body["status_url"], format!("/v1/jobs/{id}"));
     assert_eq!(body["duplicate"], false);
     assert_eq!(headers.get("location").unwrap(), &format!("/v1/jobs/{id}"));
+    // Server-Timing: the steps in order, each step's parts (done at once) before it, and no
+    // part longer than its step.
+    let timing: Vec<(String, f64)> = headers
+        .get("server-timing")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(", ")
+        .map(|e| {
+            let (name, dur) = e.split_once(";dur=").unwrap();
+            (name.to_owned(), dur.parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = timing.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "auth",
+            "receive",
+            "check.pdf",
+            "check.write",
+            "check.lookup",
+            "check",
+            "store",
+            "persist.fsync",
+            "persist.record",
+            "persist.produce",
+            "persist",
+            "reply"
+        ]
+    );
+    let ms = |n: &str| timing.iter().find(|(m, _)| m == n).unwrap().1;
+    for part in ["check.pdf", "check.write", "check.lookup"] {
+        assert!(ms(part) <= ms("check"), "{timing:?}");
+    }
+    for part in ["persist.fsync", "persist.record", "persist.produce"] {
+        assert!(ms(part) <= ms("persist"), "{timing:?}");
+        assert!(ms(part) > 0.0, "{timing:?}");
+    }
 
     // The event is on the topic, keyed by the document id, decodable through the registry.
     let (kafka, topic) = (s.broker.kafka_args(), s.topic.clone());
