@@ -258,7 +258,7 @@ async fn main() -> anyhow::Result<()> {
     let mut rows: Vec<(f64, Vec<f64>)> = steps
         .iter()
         .zip(&latencies)
-        .filter(|(s, _)| s.len() == names.len())
+        .filter(|(s, _)| s.iter().map(|(n, _)| n).eq(names.iter()))
         .map(|(s, total)| {
             let mut v: Vec<f64> = s.iter().map(|(_, ms)| *ms).collect();
             // Parts (`step.part`) overlap within their step: only the steps add up.
@@ -284,33 +284,46 @@ async fn main() -> anyhow::Result<()> {
             step_meaning(name)
         )?;
     }
-    // Where the slowest requests' time went, beside the typical one's.
+    // Where the time of the requests that make the p99 went, beside the typical ones' and
+    // the slowest few: requests ranked by what the client saw, the median of each step in
+    // each band (medians: one outlier does not speak for its band).
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let slow = rows.len().div_ceil(100);
-    if slow > 0 {
-        let mean = |part: &[(f64, Vec<f64>)], k: usize| {
-            part.iter().map(|(_, v)| v[k]).sum::<f64>() / part.len() as f64
+    let n = rows.len();
+    if n >= 200 {
+        let band = |from: f64, to: f64| {
+            let lo = ((n as f64 * from) as usize).min(n - 1);
+            let hi = ((n as f64 * to) as usize).clamp(lo + 1, n);
+            &rows[lo..hi]
         };
-        let middle = &rows[rows.len() * 45 / 100..rows.len() * 55 / 100];
-        let tail = &rows[rows.len() - slow..];
+        let median = |part: &[(f64, Vec<f64>)], k: Option<usize>| {
+            let mut v: Vec<f64> = part
+                .iter()
+                .map(|(total, steps)| k.map_or(*total, |k| steps[k]))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let bands = [band(0.45, 0.55), band(0.985, 0.995), band(0.995, 1.0)];
         writeln!(
             md,
-            "\n## The slowest 1 % ({slow} POSTs) against the middle 10 %: mean per step\n\n\
-             | step | middle 10 % | slowest 1 % |\n|---|---|---|"
+            "\n## Around the p99: median per step of the POSTs ranked 98.5–99.5 % ({}), against the middle 10 % ({}) and the slowest 0.5 % ({})\n\n\
+             | step | middle 10 % | around the p99 | slowest 0.5 % |\n|---|---|---|---|",
+            bands[1].len(),
+            bands[0].len(),
+            bands[2].len()
         )?;
         for (k, name) in names.iter().enumerate() {
-            writeln!(
-                md,
-                "| `{name}` | {:.2} ms | {:.2} ms |",
-                mean(middle, k),
-                mean(tail, k)
-            )?;
+            let [a, b, c] = bands.map(|r| median(r, Some(k)));
+            writeln!(md, "| `{name}` | {a:.2} ms | {b:.2} ms | {c:.2} ms |")?;
         }
+        let [a, b, c] = bands.map(|r| median(r, None));
+        writeln!(md, "| total | {a:.2} ms | {b:.2} ms | {c:.2} ms |")?;
+    }
+    if n < steps.len() {
         writeln!(
             md,
-            "| total | {:.2} ms | {:.2} ms |",
-            middle.iter().map(|r| r.0).sum::<f64>() / middle.len().max(1) as f64,
-            tail.iter().map(|r| r.0).sum::<f64>() / tail.len() as f64
+            "\n{} POSTs left out of the step tables: their `Server-Timing` listed other steps.",
+            steps.len() - n
         )?;
     }
     docflow_bench::write_report(&args.out, &md)?;

@@ -402,6 +402,10 @@ mod tests {
         }
     }
 
+    /// The tests that read the process-wide drop counter, one at a time (`cargo test` runs
+    /// tests of a binary on threads of one process).
+    static COUNTER: Mutex<()> = Mutex::new(());
+
     /// An exporter whose collector refuses every batch.
     #[derive(Debug)]
     struct Refusing;
@@ -416,6 +420,9 @@ mod tests {
 
     #[test]
     fn spans_of_a_failed_export_are_counted_as_dropped() {
+        let _one = COUNTER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let processor = BoundedExport::start(Refusing, 64, Duration::from_millis(10)).unwrap();
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
@@ -433,6 +440,9 @@ mod tests {
 
     #[test]
     fn a_dead_collector_drops_and_counts_but_never_blocks() {
+        let _one = COUNTER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let processor =
             BoundedExport::start(Stuck(seen.clone()), 8, Duration::from_millis(10)).unwrap();

@@ -303,22 +303,33 @@ async fn upload(
             };
             let ((checked, pdf_ms), (syncing, write_ms), (existing, lookup_ms)) =
                 tokio::join!(timed(check), timed(staged.flush()), timed(lookup));
-            timing.part("check.pdf", pdf_ms);
+            if kind == Kind::Pdf {
+                timing.part("check.pdf", pdf_ms);
+            }
             timing.part("check.write", write_ms);
             timing.part("check.lookup", lookup_ms);
             (checked, syncing.map_err(flush_error), existing)
         }
         None => {
-            let syncing = staged.flush().await.map_err(flush_error);
-            let check = async {
-                if kind == Kind::Pdf && syncing.is_ok() {
-                    check_pdf_of(&state, PdfSource::File(staged.path().to_owned())).await?;
-                }
-                Ok::<_, ApiError>(())
+            // The file is complete before it is read back, the duplicate read beside both.
+            let read_back = async {
+                let (syncing, write_ms) = timed(staged.flush()).await;
+                let syncing = syncing.map_err(flush_error);
+                let (checked, pdf_ms) = timed(async {
+                    if kind == Kind::Pdf && syncing.is_ok() {
+                        check_pdf_of(&state, PdfSource::File(staged.path().to_owned())).await?;
+                    }
+                    Ok::<_, ApiError>(())
+                })
+                .await;
+                (syncing, write_ms, checked, pdf_ms)
             };
-            let ((checked, pdf_ms), (existing, lookup_ms)) =
-                tokio::join!(timed(check), timed(lookup));
-            timing.part("check.pdf", pdf_ms);
+            let ((syncing, write_ms, checked, pdf_ms), (existing, lookup_ms)) =
+                tokio::join!(read_back, timed(lookup));
+            if kind == Kind::Pdf {
+                timing.part("check.pdf", pdf_ms);
+            }
+            timing.part("check.write", write_ms);
             timing.part("check.lookup", lookup_ms);
             (checked, syncing, existing)
         }

@@ -97,15 +97,20 @@ pub(crate) async fn observe(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let route = req
+    let matched = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
+        .map(|p| p.as_str().to_owned());
+    // `{method} {route}`, or the method alone for a path no route matched (the conventions).
+    let name = match &matched {
+        Some(route) => format!("{} {route}", req.method()),
+        None => req.method().to_string(),
+    };
+    let route = matched.unwrap_or_else(|| "unmatched".to_owned());
     // The server span of every request; a caller's `traceparent` makes it a child.
     let span = tracing::info_span!(
         "docflow.http",
-        otel.name = %format!("{} {route}", req.method()),
+        otel.name = %name,
         otel.kind = "server",
         http.request.method = %req.method(),
         http.route = %route,

@@ -27,23 +27,25 @@ pub(super) async fn dead_letter<H: Handler>(
     e: &HandlerError,
 ) -> Outcome {
     let topic = dlq::topic_for(&record.topic, &s.group);
-    let job_id = record
-        .key
-        .as_deref()
-        .map(String::from_utf8_lossy)
-        .unwrap_or_default();
+    let job_id = record.key.as_deref().map(String::from_utf8_lossy);
     let span = tracing::info_span!(
         "docflow.produce",
         otel.name = %format!("send {topic}"),
         otel.kind = "producer",
+        otel.status_code = tracing::field::Empty,
         messaging.system = "kafka",
         messaging.operation.type = "send",
         messaging.operation.name = "send",
         messaging.destination.name = %topic,
-        messaging.kafka.message.key = %job_id,
-        docflow.job_id = %job_id,
+        messaging.kafka.message.key = tracing::field::Empty,
+        docflow.job_id = tracing::field::Empty,
         docflow.dlq.error_class = e.class(),
     );
+    // A record without a key has no job id (and the conventions leave the key unset).
+    if let Some(id) = &job_id {
+        span.record("messaging.kafka.message.key", id.as_ref());
+        span.record("docflow.job_id", id.as_ref());
+    }
     let trace = crate::trace::adopt(
         &span,
         crate::trace::TraceContext {
@@ -51,19 +53,28 @@ pub(super) async fn dead_letter<H: Handler>(
             ..record.trace
         },
     );
-    write(s, record, input, e, &topic, &trace)
-        .instrument(span)
+    // The span covers the write (and its retries) only; the handler's hook runs after it.
+    if !write(s, record, e, &topic, &trace)
+        .instrument(span.clone())
         .await
+    {
+        span.record("otel.status_code", "error");
+        return abandoned(s);
+    }
+    drop(span);
+    s.handler.dead_lettered(record, input, e).await;
+    Outcome::Done
 }
 
+/// Writes the dead letter, retrying until it is written (`true`) or the consumer stops
+/// (`false`: nothing was written).
 async fn write<H: Handler>(
     s: &Shared<H>,
     record: &Record,
-    input: Option<&H::Input>,
     e: &HandlerError,
     topic: &str,
     trace: &crate::trace::TraceContext,
-) -> Outcome {
+) -> bool {
     let headers = dlq::dead_letter_headers(
         record,
         trace,
@@ -88,8 +99,7 @@ async fn write<H: Handler>(
                     .with_label_values(&[&s.group, outcome::DEAD_LETTERED])
                     .inc();
                 tracing::warn!(class = e.class(), error = e.message(), dlq = %topic, attempts = record.attempt, "dead-lettered");
-                s.handler.dead_lettered(record, input, e).await;
-                return Outcome::Done;
+                return true;
             }
             Err((err, _)) => {
                 failures += 1;
@@ -101,7 +111,7 @@ async fn write<H: Handler>(
                 tracing::error!(error = %err, dlq = %topic, ?delay, "dead-letter write failed; the partition waits");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {},
-                    () = s.cancel.cancelled() => return abandoned(s),
+                    () = s.cancel.cancelled() => return false,
                 }
             }
         }

@@ -16,12 +16,6 @@ use super::{Completion, Job, Outcome, Shared};
 /// Runs one record to its outcome and reports it to the poll thread.
 pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
     let Job { mut record, epoch } = job;
-    let job_id = record
-        .key
-        .as_deref()
-        .map(String::from_utf8_lossy)
-        .unwrap_or_default()
-        .into_owned();
     let span = tracing::info_span!(
         "docflow.consume",
         otel.name = %format!("process {}", record.topic),
@@ -33,10 +27,15 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
         messaging.destination.partition.id = %record.partition,
         messaging.kafka.offset = record.offset,
         messaging.consumer.group.name = %s.group,
-        messaging.kafka.message.key = %job_id,
-        docflow.job_id = %job_id,
+        messaging.kafka.message.key = tracing::field::Empty,
+        docflow.job_id = tracing::field::Empty,
         trace_id = tracing::field::Empty,
     );
+    // A record without a key has no job id (and the conventions leave the key unset).
+    if let Some(id) = record.key.as_deref().map(String::from_utf8_lossy) {
+        span.record("messaging.kafka.message.key", id.as_ref());
+        span.record("docflow.job_id", id.as_ref());
+    }
     // With span export on, the work's context becomes the exported span's.
     record.trace = crate::trace::adopt(&span, record.trace);
     span.record("trace_id", record.trace.trace_id_hex());
