@@ -89,26 +89,7 @@ pub async fn send_event<E: docflow_events::Event>(
         after: timeout,
         waiting_for,
     };
-    // A publish span, child of whatever span sends (a request, a record's work); with span
-    // export on, the record's `traceparent` names it.
-    let span = tracing::info_span!(
-        "docflow.produce",
-        otel.name = %format!("send {topic}"),
-        otel.kind = "producer",
-        messaging.system = "kafka",
-        messaging.operation.type = "send",
-        messaging.operation.name = "send",
-        messaging.destination.name = %topic,
-        messaging.kafka.message.key = %key,
-        docflow.job_id = %key,
-    );
-    let trace = crate::trace::adopt(
-        &span,
-        crate::trace::TraceContext {
-            parent_span_id: None,
-            ..*trace
-        },
-    );
+    let (span, trace) = crate::trace::publish_span(topic, Some(key.as_bytes()), trace);
     async move {
         let payload = tokio::time::timeout_at(deadline, codec.encode(event))
             .await

@@ -108,6 +108,51 @@ impl fmt::Display for TraceContext {
     }
 }
 
+/// Records a record's key on `span` as its message key and job id (`messaging.kafka.message.key`,
+/// `docflow.job_id`, both declared empty); a record without a key leaves both unset, as the
+/// conventions ask.
+pub(crate) fn record_key(span: &tracing::Span, key: Option<&[u8]>) {
+    if let Some(key) = key {
+        let id = String::from_utf8_lossy(key);
+        span.record("messaging.kafka.message.key", id.as_ref());
+        span.record("docflow.job_id", id.as_ref());
+    }
+}
+
+/// The publish span of a record sent to `topic` with `key`, a child of the current span
+/// (a request, a record's work), and the context the record carries as its `traceparent`:
+/// with span export on, it names this span. Every record docflow sends goes under one:
+/// events ([`crate::producer::send_event`]) and dead letters (a dead letter also records
+/// `docflow.dlq.error_class`, and `otel.status_code` when its write was given up).
+pub(crate) fn publish_span(
+    topic: &str,
+    key: Option<&[u8]>,
+    trace: &TraceContext,
+) -> (tracing::Span, TraceContext) {
+    let span = tracing::info_span!(
+        "docflow.produce",
+        otel.name = %format!("send {topic}"),
+        otel.kind = "producer",
+        otel.status_code = tracing::field::Empty,
+        messaging.system = "kafka",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
+        messaging.destination.name = %topic,
+        messaging.kafka.message.key = tracing::field::Empty,
+        docflow.job_id = tracing::field::Empty,
+        docflow.dlq.error_class = tracing::field::Empty,
+    );
+    record_key(&span, key);
+    let trace = adopt(
+        &span,
+        TraceContext {
+            parent_span_id: None,
+            ..*trace
+        },
+    );
+    (span, trace)
+}
+
 /// Ties `span` (not yet entered) to `trace` when spans are exported (OpenTelemetry on):
 /// the span's parent is `trace`'s parent (the producer's span, from the record's
 /// `traceparent`), and the returned context carries the span's own ids, so what this work

@@ -293,7 +293,7 @@ async fn upload(
     // A body held in memory is checked there while its file is written; a bigger one is
     // read back from its file. Either way its fsync then runs on a blocking thread, and
     // only the answer waits for it.
-    let (checked, syncing, existing) = match staged.held() {
+    let (checked, syncing, existing, [pdf_ms, write_ms, lookup_ms]) = match staged.held() {
         Some(bytes) => {
             let check = async {
                 if kind == Kind::Pdf {
@@ -303,12 +303,8 @@ async fn upload(
             };
             let ((checked, pdf_ms), (syncing, write_ms), (existing, lookup_ms)) =
                 tokio::join!(timed(check), timed(staged.flush()), timed(lookup));
-            if kind == Kind::Pdf {
-                timing.part("check.pdf", pdf_ms);
-            }
-            timing.part("check.write", write_ms);
-            timing.part("check.lookup", lookup_ms);
-            (checked, syncing.map_err(flush_error), existing)
+            let times = [pdf_ms, write_ms, lookup_ms];
+            (checked, syncing.map_err(flush_error), existing, times)
         }
         None => {
             // The file is complete before it is read back, the duplicate read beside both.
@@ -326,14 +322,14 @@ async fn upload(
             };
             let ((syncing, write_ms, checked, pdf_ms), (existing, lookup_ms)) =
                 tokio::join!(read_back, timed(lookup));
-            if kind == Kind::Pdf {
-                timing.part("check.pdf", pdf_ms);
-            }
-            timing.part("check.write", write_ms);
-            timing.part("check.lookup", lookup_ms);
-            (checked, syncing, existing)
+            (checked, syncing, existing, [pdf_ms, write_ms, lookup_ms])
         }
     };
+    if kind == Kind::Pdf {
+        timing.part("check.pdf", pdf_ms);
+    }
+    timing.part("check.write", write_ms);
+    timing.part("check.lookup", lookup_ms);
     checked?;
     let syncing = syncing?;
     let existing = existing?;

@@ -27,32 +27,8 @@ pub(super) async fn dead_letter<H: Handler>(
     e: &HandlerError,
 ) -> Outcome {
     let topic = dlq::topic_for(&record.topic, &s.group);
-    let job_id = record.key.as_deref().map(String::from_utf8_lossy);
-    let span = tracing::info_span!(
-        "docflow.produce",
-        otel.name = %format!("send {topic}"),
-        otel.kind = "producer",
-        otel.status_code = tracing::field::Empty,
-        messaging.system = "kafka",
-        messaging.operation.type = "send",
-        messaging.operation.name = "send",
-        messaging.destination.name = %topic,
-        messaging.kafka.message.key = tracing::field::Empty,
-        docflow.job_id = tracing::field::Empty,
-        docflow.dlq.error_class = e.class(),
-    );
-    // A record without a key has no job id (and the conventions leave the key unset).
-    if let Some(id) = &job_id {
-        span.record("messaging.kafka.message.key", id.as_ref());
-        span.record("docflow.job_id", id.as_ref());
-    }
-    let trace = crate::trace::adopt(
-        &span,
-        crate::trace::TraceContext {
-            parent_span_id: None,
-            ..record.trace
-        },
-    );
+    let (span, trace) = crate::trace::publish_span(&topic, record.key.as_deref(), &record.trace);
+    span.record("docflow.dlq.error_class", e.class());
     // The span covers the write (and its retries) only; the handler's hook runs after it.
     if !write(s, record, e, &topic, &trace)
         .instrument(span.clone())

@@ -31,11 +31,7 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
         docflow.job_id = tracing::field::Empty,
         trace_id = tracing::field::Empty,
     );
-    // A record without a key has no job id (and the conventions leave the key unset).
-    if let Some(id) = record.key.as_deref().map(String::from_utf8_lossy) {
-        span.record("messaging.kafka.message.key", id.as_ref());
-        span.record("docflow.job_id", id.as_ref());
-    }
+    crate::trace::record_key(&span, record.key.as_deref());
     // With span export on, the work's context becomes the exported span's.
     record.trace = crate::trace::adopt(&span, record.trace);
     span.record("trace_id", record.trace.trace_id_hex());
