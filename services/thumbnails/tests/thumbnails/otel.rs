@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use docflow_embedded::process::Replica;
 use docflow_embedded::{free_port, pdfium_library, workspace_binary};
 use docflow_events::stages::THUMBNAILS;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -80,16 +81,18 @@ async fn receiver() -> (Arc<Mutex<Vec<Got>>>, String) {
     (got, url)
 }
 
-fn spawn(bin: std::path::PathBuf, args: Vec<String>, log: &std::path::Path) -> std::process::Child {
+/// Starts `bin` with `args`, its output in `log`; killed when dropped, so a failing
+/// assertion leaves no process behind.
+fn spawn(bin: std::path::PathBuf, args: Vec<String>, log: &std::path::Path) -> Replica {
     let log = std::fs::File::create(log).unwrap();
-    std::process::Command::new(bin)
-        .args(args)
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(args)
         .env("RUST_LOG", "info,librdkafka=warn,rdkafka=warn")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+        .stderr(log);
+    // The port is only for messages: this test reads no replica's /metrics through it.
+    Replica::spawn(cmd, "otel-test", 0).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -413,9 +416,7 @@ async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
         "{text}"
     );
 
-    let _ = ingest.kill();
-    let _ = stage.kill();
-    let _ = ingest.wait();
-    let _ = stage.wait();
+    ingest.kill9();
+    stage.kill9();
     stack.stop().await.unwrap();
 }
