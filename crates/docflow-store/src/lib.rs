@@ -23,7 +23,7 @@ pub mod text;
 pub mod tokens;
 
 pub use analytics::{Analytics, Applied, Bucket, Counts, Delivery, Fact, Granularity};
-pub use blobs::{BlobError, Blobs, Committed, Staged, Syncing};
+pub use blobs::{BlobError, Blobs, Checked, Committed, Staged, Syncing};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
 pub use redrives::Redrives;
@@ -188,6 +188,11 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreEr
     };
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections.max(1))
+        // sqlx pings a connection each time it leaves the pool, to replace one whose server
+        // went away. A SQLite connection is a file this process holds open and has no server
+        // to lose; its ping is one more trip to the connection's thread before every query
+        // (and one after: the ping on release stays). PostgreSQL's connections keep it.
+        .test_before_acquire(backend != Backend::Sqlite)
         .acquire_timeout(Duration::from_secs(5))
         .connect(&url)
         .await
