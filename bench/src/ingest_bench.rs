@@ -72,19 +72,26 @@ fn step_meaning(name: &str) -> &'static str {
         "auth" => "token → tenant, query",
         "receive" => "body received (held in memory up to 1 MiB), hashed",
         "check" => {
-            "at once: type sniffed, PDF structure and pages checked; staged file written (its fsync starts); duplicate check (job read)"
+            "at once: PDF checked, file written and linked under its key (its fsync starts); duplicate check (job read)"
         }
-        "store" => "staged file linked under its key (a blob already there is kept)",
+        "store" => {
+            "(bodies over 1 MiB only) staged file linked under its key (a blob already there is kept)"
+        }
         "persist" => {
             "at once: encode + produce + broker ack, job record written, file and directory fsynced"
         }
         "reply" => "answer built (the job's `accepted` mark is written after it)",
-        "check.pdf" => "· part of `check`: the PDF checked (a blocking thread)",
+        "check.pdf" => "· part of `check.store`: the PDF's structure and pages checked",
+        "check.store" => {
+            "· part of `check`: on one blocking thread, the PDF checked, then the file written and linked under its key (its fsync starts)"
+        }
         "check.write" => {
-            "· part of `check`: the staged file created and written (a blocking thread)"
+            "· part of `check` (bodies over 1 MiB only): the rest of the staged file written"
         }
         "check.lookup" => "· part of `check`: the job read (duplicate check)",
-        "persist.fsync" => "· part of `persist`: file and directory fsynced",
+        "persist.fsync" => {
+            "· part of `persist`: the file's and directory's fsyncs finished (begun in `check`)"
+        }
         "persist.record" => "· part of `persist`: the job record written",
         "persist.produce" => "· part of `persist`: encode + produce + broker ack",
         _ => "",

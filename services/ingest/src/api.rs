@@ -16,7 +16,7 @@ use docflow_events::{DocUploaded, stages, types::is_document_id};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{SendError, send_event};
 use docflow_runtime::trace::TraceContext;
-use docflow_store::{Blobs, PageText, StageRun, StageStatus, Staged};
+use docflow_store::{Blobs, Checked, Committed, PageText, StageRun, StageStatus, Staged, Syncing};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -289,49 +289,77 @@ async fn upload(
         state.accepting.settled(&tenant, &id).await;
         state.jobs.get(&tenant, &id).await
     };
-    let flush_error = |e| ApiError::unavailable("object store", e);
-    // A body held in memory is checked there while its file is written; a bigger one is
-    // read back from its file. Either way its fsync then runs on a blocking thread, and
-    // only the answer waits for it.
-    let (checked, syncing, existing, [pdf_ms, write_ms, lookup_ms]) = match staged.held() {
+    let store_error = |e| ApiError::unavailable("object store", e);
+    // The key the server makes (tenant from the token, id from the bytes).
+    let key = Blobs::key([tenant.as_str(), id.as_str()]);
+    let size = staged.len();
+    // A body held in memory is checked, written and put under its key on one blocking
+    // thread (the check first: refused bytes never reach the disk), and its fsync starts
+    // there. A bigger one is read back from its file to be checked, then put under its key.
+    // The duplicate read runs beside either. Only the answer waits for the fsync.
+    let (checked, stored, existing, [pdf_ms, write_ms, lookup_ms]) = match staged.held() {
         Some(bytes) => {
-            let check = async {
-                if kind == Kind::Pdf {
-                    check_pdf_of(&state, PdfSource::Held(bytes)).await?;
-                }
-                Ok::<_, ApiError>(())
+            let max_pages = state.max_pages;
+            let store = async {
+                let _permit = if kind == Kind::Pdf {
+                    let permit = state.pdf_checks.acquire().await;
+                    Some(permit.map_err(|e| ApiError::failed("checking the PDF", e))?)
+                } else {
+                    None
+                };
+                let check = move || {
+                    let started = Instant::now();
+                    if kind == Kind::Pdf {
+                        check_pdf(&bytes, max_pages)?;
+                    }
+                    Ok::<_, crate::sniff::PdfError>(started.elapsed().as_secs_f64() * 1e3)
+                };
+                let checked = state.blobs.check_and_commit(&mut staged, &key, check);
+                checked.await.map_err(store_error)
             };
-            let ((checked, pdf_ms), (syncing, write_ms), (existing, lookup_ms)) =
-                tokio::join!(timed(check), timed(staged.flush()), timed(lookup));
-            let times = [pdf_ms, write_ms, lookup_ms];
-            (checked, syncing.map_err(flush_error), existing, times)
+            let ((stored, store_ms), (existing, lookup_ms)) =
+                tokio::join!(timed(store), timed(lookup));
+            let (checked, stored, pdf_ms) = match stored {
+                Ok(Checked::Kept {
+                    passed,
+                    committed,
+                    syncing,
+                }) => (Ok(()), Ok(Stored::Linked(committed, syncing)), passed),
+                Ok(Checked::Refused(e)) => (Err(e.into()), Ok(Stored::Refused), 0.0),
+                Err(e) => (Ok(()), Err(e), 0.0),
+            };
+            (checked, stored, existing, [pdf_ms, store_ms, lookup_ms])
         }
         None => {
             // The file is complete before it is read back, the duplicate read beside both.
             let read_back = async {
                 let (syncing, write_ms) = timed(staged.flush()).await;
-                let syncing = syncing.map_err(flush_error);
+                let syncing = syncing.map(Stored::Flushed).map_err(store_error);
                 let (checked, pdf_ms) = timed(async {
                     if kind == Kind::Pdf && syncing.is_ok() {
-                        check_pdf_of(&state, PdfSource::File(staged.path().to_owned())).await?;
+                        check_pdf_file(&state, staged.path().to_owned()).await?;
                     }
                     Ok::<_, ApiError>(())
                 })
                 .await;
                 (syncing, write_ms, checked, pdf_ms)
             };
-            let ((syncing, write_ms, checked, pdf_ms), (existing, lookup_ms)) =
+            let ((stored, write_ms, checked, pdf_ms), (existing, lookup_ms)) =
                 tokio::join!(read_back, timed(lookup));
-            (checked, syncing, existing, [pdf_ms, write_ms, lookup_ms])
+            (checked, stored, existing, [pdf_ms, write_ms, lookup_ms])
         }
     };
     if kind == Kind::Pdf {
         timing.part("check.pdf", pdf_ms);
     }
-    timing.part("check.write", write_ms);
+    let write_part = match stored {
+        Ok(Stored::Flushed(_)) => "check.write",
+        _ => "check.store",
+    };
+    timing.part(write_part, write_ms);
     timing.part("check.lookup", lookup_ms);
     checked?;
-    let syncing = syncing?;
+    let stored = stored?;
     let existing = existing?;
     timing.mark("check");
     let file_name = q.filename.or(part_name).map(|f| {
@@ -345,7 +373,7 @@ async fn upload(
         && existing.status == status::ACCEPTED
         && !q.reprocess
     {
-        drop((staged, slot, syncing));
+        drop((staged, slot, stored));
         state.jobs.record_upload(&existing).await?;
         timing.mark("record");
         tracing::info!(%tenant, job = %id, "duplicate upload; no new work");
@@ -355,19 +383,28 @@ async fn upload(
     }
 
     tracing::Span::current().record("docflow.job_id", id.as_str());
-    // 1. The bytes, under a key the server makes (tenant from the token, id from the bytes):
-    //    visible there before the event is produced, so a stage finds them (while the
-    //    machine stays up; after a crash of the machine, only an answered upload's bytes
-    //    are sure to be there). A blob already under the key is kept, never replaced.
-    let key = Blobs::key([tenant.as_str(), id.as_str()]);
-    let size = staged.len();
-    let committed = state
-        .blobs
-        .commit(staged, &key)
-        .await
-        .map_err(|e| ApiError::unavailable("object store", e))?;
+    // 1. The bytes under their key: visible there before the event is produced, so a stage
+    //    finds them (while the machine stays up; after a crash of the machine, only an
+    //    answered upload's bytes are sure to be there). A blob already under the key is
+    //    kept, never replaced.
+    let (committed, syncing) = match stored {
+        Stored::Linked(committed, syncing) => (committed, syncing),
+        Stored::Flushed(syncing) => {
+            let committed = state
+                .blobs
+                .commit(staged, &key)
+                .await
+                .map_err(store_error)?;
+            timing.mark("store");
+            (committed, syncing)
+        }
+        Stored::Refused => {
+            return Err(ApiError::Internal(
+                "refused bytes passed their check".into(),
+            ));
+        }
+    };
     drop(slot);
-    timing.mark("store");
     let object_uri = state.blobs.uri(&key);
 
     // 2. At once: the bytes and their directory entry made durable, the job recorded
@@ -423,23 +460,26 @@ async fn upload(
     Ok(timing.attach(resp))
 }
 
+/// Where an upload's bytes are once checked.
+enum Stored {
+    /// Under their key already (a held body): what the commit did, and the fsync running.
+    Linked(Committed, Syncing),
+    /// In their staged file (a streamed body), the fsync running: put under the key next.
+    Flushed(Syncing),
+    /// Nowhere: the check refused them (the request fails with the check's error).
+    Refused,
+}
+
 /// Bodies up to this size are held in memory while they arrive (at most
 /// --max-concurrent-uploads of them, 32 MiB by default), checked there and written to their
 /// staged file in one go; bigger ones stream to the file as they arrive.
 const HELD_BODY_BYTES: usize = 1 << 20;
 
-/// Where a PDF to check is.
-enum PdfSource {
-    /// Held in memory.
-    Held(bytes::Bytes),
-    /// In the staged file (read back).
-    File(std::path::PathBuf),
-}
-
-/// The page and structure checks of an uploaded PDF: parsed off the async threads, at most
-/// --pdf-checks at a time (each may hold the document and up to
-/// [`crate::sniff::MAX_INFLATED`] of inflated object streams).
-async fn check_pdf_of(state: &AppState, source: PdfSource) -> Result<usize, ApiError> {
+/// The page and structure checks of a PDF in its staged file (a body too big to hold):
+/// read back and parsed off the async threads, at most --pdf-checks at a time (each may
+/// hold the document and up to [`crate::sniff::MAX_INFLATED`] of inflated object streams).
+/// A held body is checked by the thread that writes it (`upload`), under the same limit.
+async fn check_pdf_file(state: &AppState, path: std::path::PathBuf) -> Result<usize, ApiError> {
     let _permit = state
         .pdf_checks
         .acquire()
@@ -447,10 +487,7 @@ async fn check_pdf_of(state: &AppState, source: PdfSource) -> Result<usize, ApiE
         .map_err(|e| ApiError::failed("checking the PDF", e))?;
     let max_pages = state.max_pages;
     let checked = tokio::task::spawn_blocking(move || {
-        let bytes = match source {
-            PdfSource::Held(bytes) => bytes,
-            PdfSource::File(path) => bytes::Bytes::from(std::fs::read(&path)?),
-        };
+        let bytes = std::fs::read(&path)?;
         Ok::<_, std::io::Error>(check_pdf(&bytes, max_pages))
     })
     .await

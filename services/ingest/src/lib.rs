@@ -328,7 +328,9 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let results = docflow_store::ResultStore::new(pool.clone());
     let text = docflow_store::TextStore::new(pool.clone());
     let db_tokens = docflow_store::Tokens::new(pool.clone());
-    let blobs = docflow_store::Blobs::open(&config.objects.dir)?;
+    // Empty staged files made ahead of the uploads that take them: making a file is the
+    // dearest step of storing a small upload (see `Blobs::keep_spare_files`).
+    let blobs = docflow_store::Blobs::open(&config.objects.dir)?.keep_spare_files(SPARE_FILES);
     let mut kafka = config.kafka.clone();
     if !kafka.options.iter().any(|(k, _)| k == "message.timeout.ms") {
         kafka.options.push((
@@ -506,6 +508,10 @@ pub async fn serve(
     .await;
     Ok(())
 }
+
+/// Empty staged files kept ready for uploads (made again as they are taken, a few
+/// milliseconds later): enough for a burst of small uploads arriving at once.
+const SPARE_FILES: usize = 8;
 
 /// Runs the service until SIGINT/SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
