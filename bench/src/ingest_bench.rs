@@ -81,7 +81,9 @@ fn step_meaning(name: &str) -> &'static str {
             "at once: encode + produce + broker ack, job record written, file and directory fsynced"
         }
         "reply" => "answer built (the job's `accepted` mark is written after it)",
-        "check.pdf" => "· part of `check.store`: the PDF's structure and pages checked",
+        "check.pdf" => {
+            "· part of `check.store` (of `check` for bodies over 1 MiB): the PDF's structure and pages checked"
+        }
         "check.store" => {
             "· part of `check`: on one blocking thread, the PDF checked, then the file written and linked under its key (its fsync starts)"
         }

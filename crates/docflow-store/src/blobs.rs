@@ -142,9 +142,17 @@ impl Spares {
         if self.topping_up.swap(true, Ordering::SeqCst) {
             return;
         }
-        let this = Arc::clone(self);
+        /// Clears the flag however the top-up ends (a runtime shutting down drops it).
+        struct Running(Arc<Spares>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.topping_up.store(false, Ordering::SeqCst);
+            }
+        }
+        let running = Running(Arc::clone(self));
         runtime.spawn(async move {
             tokio::time::sleep(delay).await;
+            let this = Arc::clone(&running.0);
             let filler = Arc::clone(&this);
             let made = tokio::task::spawn_blocking(move || {
                 while filler.files.lock().is_ok_and(|f| f.len() < filler.keep) {
@@ -157,10 +165,20 @@ impl Spares {
                 Ok::<_, std::io::Error>(())
             })
             .await;
-            if let Ok(Err(e)) = made {
-                tracing::debug!(error = %e, dir = %this.dir.display(), "making spare staged files failed");
+            drop(running);
+            match made {
+                Ok(Ok(())) => {
+                    // One taken after the last check of the loop, before the flag was
+                    // cleared, found it set: make up for it.
+                    if this.files.lock().is_ok_and(|f| f.len() < this.keep) {
+                        this.top_up(TOP_UP_DELAY);
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, dir = %this.dir.display(), "making spare staged files failed");
+                }
+                Err(_) => {}
             }
-            this.topping_up.store(false, Ordering::SeqCst);
         });
     }
 }
@@ -461,8 +479,9 @@ impl Blobs {
 
     /// Keeps `count` empty staged files made ahead of need (see [`Spares`]), so a blob being
     /// staged does not make its own file on the upload's path; they are made on a blocking
-    /// thread from now on (within a Tokio runtime), and removed when the last clone of the
-    /// store is dropped. For the service that stages many blobs (ingest).
+    /// thread from now on (within a Tokio runtime), and those not taken are removed when
+    /// the last clone of the store, and of the blobs staged from it, is dropped. For the
+    /// service that stages many blobs (ingest).
     #[must_use]
     pub fn keep_spare_files(mut self, count: usize) -> Self {
         let spares = Arc::new(Spares {

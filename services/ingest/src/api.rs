@@ -297,7 +297,13 @@ async fn upload(
     // thread (the check first: refused bytes never reach the disk), and its fsync starts
     // there. A bigger one is read back from its file to be checked, then put under its key.
     // The duplicate read runs beside either. Only the answer waits for the fsync.
-    let (checked, stored, existing, [pdf_ms, write_ms, lookup_ms]) = match staged.held() {
+    let held = staged.held();
+    let write_part = if held.is_some() {
+        "check.store"
+    } else {
+        "check.write"
+    };
+    let (checked, stored, existing, [pdf_ms, write_ms, lookup_ms]) = match held {
         Some(bytes) => {
             let max_pages = state.max_pages;
             let store = async {
@@ -310,9 +316,13 @@ async fn upload(
                 let check = move || {
                     let started = Instant::now();
                     if kind == Kind::Pdf {
-                        check_pdf(&bytes, max_pages)?;
+                        // A bug in the check is this server's fault (500), not a refusal of
+                        // the bytes and not a store that is away (503: retried for ever).
+                        let checked = std::panic::catch_unwind(|| check_pdf(&bytes, max_pages))
+                            .map_err(|_| ApiError::Internal("the PDF check failed".into()))?;
+                        checked?;
                     }
-                    Ok::<_, crate::sniff::PdfError>(started.elapsed().as_secs_f64() * 1e3)
+                    Ok::<_, ApiError>(started.elapsed().as_secs_f64() * 1e3)
                 };
                 let checked = state.blobs.check_and_commit(&mut staged, &key, check);
                 checked.await.map_err(store_error)
@@ -325,7 +335,7 @@ async fn upload(
                     committed,
                     syncing,
                 }) => (Ok(()), Ok(Stored::Linked(committed, syncing)), passed),
-                Ok(Checked::Refused(e)) => (Err(e.into()), Ok(Stored::Refused), 0.0),
+                Ok(Checked::Refused(e)) => (Err(e), Ok(Stored::Refused), 0.0),
                 Err(e) => (Ok(()), Err(e), 0.0),
             };
             (checked, stored, existing, [pdf_ms, store_ms, lookup_ms])
@@ -352,10 +362,6 @@ async fn upload(
     if kind == Kind::Pdf {
         timing.part("check.pdf", pdf_ms);
     }
-    let write_part = match stored {
-        Ok(Stored::Flushed(_)) => "check.write",
-        _ => "check.store",
-    };
     timing.part(write_part, write_ms);
     timing.part("check.lookup", lookup_ms);
     checked?;
@@ -388,7 +394,11 @@ async fn upload(
     //    answered upload's bytes are sure to be there). A blob already under the key is
     //    kept, never replaced.
     let (committed, syncing) = match stored {
-        Stored::Linked(committed, syncing) => (committed, syncing),
+        Stored::Linked(committed, syncing) => {
+            // A duplicate's staged copy goes now, not when the answer is sent.
+            drop(staged);
+            (committed, syncing)
+        }
         Stored::Flushed(syncing) => {
             let committed = state
                 .blobs
