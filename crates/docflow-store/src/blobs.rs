@@ -103,6 +103,31 @@ fn create_staged(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// On a blocking thread: the staged file at `path` (`file` when it is open already: a spare,
+/// or the file a streamed blob went to; else made now) with `bytes` written into it. A blob
+/// dropped meanwhile (`gone`) loses the file here, as its own removal may have come before
+/// the file did.
+fn fill_staged(
+    file: Option<std::fs::File>,
+    path: &Path,
+    bytes: Option<Bytes>,
+    gone: &AtomicBool,
+) -> std::io::Result<std::fs::File> {
+    use std::io::Write as _;
+    let mut file = match file {
+        Some(file) => file,
+        None => create_staged(path)?,
+    };
+    if let Some(bytes) = bytes {
+        file.write_all(&bytes)?;
+    }
+    if gone.load(Ordering::SeqCst) {
+        let _ = std::fs::remove_file(path);
+        return Err(std::io::Error::other("the blob was dropped"));
+    }
+    Ok(file)
+}
+
 /// Empty staged files made ahead of need ([`Blobs::keep_spare_files`]). Making a file is
 /// the dearest step of writing a small blob: a new inode and its name cost 0.26 ms at p50 on
 /// the ext4 disk of the machine the benchmarks run on, where writing 100 KiB into the file
@@ -212,27 +237,13 @@ impl Staged {
     /// Creates the staged file (or takes a spare one) and writes `first` into it (one trip to
     /// a blocking thread).
     async fn create(&mut self, first: Option<Bytes>) -> Result<tokio::fs::File, BlobError> {
-        use std::io::Write as _;
         let spare = self.take_spare();
         let path = self.path.clone();
         let gone = self.gone.clone();
-        let created = tokio::task::spawn_blocking(move || {
-            let mut file = match spare {
-                Some(file) => file,
-                None => create_staged(&path)?,
-            };
-            if let Some(bytes) = first {
-                file.write_all(&bytes)?;
-            }
-            if gone.load(Ordering::SeqCst) {
-                // Dropped while this ran: its own removal may have come before the file.
-                let _ = std::fs::remove_file(&path);
-            }
-            Ok::<_, std::io::Error>(file)
-        })
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|r| r);
+        let created = tokio::task::spawn_blocking(move || fill_staged(spare, &path, first, &gone))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r);
         created
             .map(tokio::fs::File::from_std)
             .map_err(|e| self.io(e))
@@ -560,10 +571,10 @@ impl Blobs {
     /// Whether a blob can be written: a staged file is created and removed (readiness
     /// probes; an upload needs exactly this first).
     pub async fn probe(&self) -> Result<(), BlobError> {
+        // A file of its own, not a spare: a spare proves nothing about the store now.
         let mut staged = self.stage_buffered(0);
         staged.spares = None;
-        staged.body = Body::File(staged.create(None).await?);
-        drop(staged);
+        staged.create(None).await?;
         Ok(())
     }
 
@@ -639,7 +650,6 @@ impl Blobs {
         T: Send + 'static,
         E: Send + 'static,
     {
-        use std::io::Write as _;
         use tokio::io::AsyncWriteExt;
         let target = self.store.path_to_filesystem(key)?;
         let (file, bytes) = match std::mem::replace(&mut staged.body, Body::Flushed) {
@@ -651,10 +661,7 @@ impl Blobs {
                 (Some(file.into_std().await), None)
             }
         };
-        let file = match file {
-            Some(file) => Some(file),
-            None => staged.take_spare(),
-        };
+        let file = file.or_else(|| staged.take_spare());
         let (path, gone) = (staged.path.clone(), staged.gone.clone());
         let root = self.root.clone();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -666,20 +673,8 @@ impl Blobs {
                     return Ok(());
                 }
             };
-            let written = file
-                .map_or_else(|| create_staged(&path), Ok)
-                .and_then(|mut file| {
-                    bytes.map_or(Ok(()), |b| file.write_all(&b))?;
-                    Ok(file)
-                });
-            let linked = written.and_then(|file| {
-                if gone.load(Ordering::SeqCst) {
-                    // Dropped while this ran: its own removal may have come before the file.
-                    let _ = std::fs::remove_file(&path);
-                    return Err(std::io::Error::other("the upload was dropped"));
-                }
-                Ok((link_under(&path, &target)?, file))
-            });
+            let linked = fill_staged(file, &path, bytes, &gone)
+                .and_then(|file| Ok((link_under(&path, &target)?, file)));
             let (file, made_dir) = match linked {
                 Ok((committed, file)) => {
                     let _ = done_tx.send(Ok(Ok((passed, committed))));

@@ -303,7 +303,9 @@ async fn upload(
     } else {
         "check.write"
     };
-    let (checked, stored, existing, [pdf_ms, write_ms, lookup_ms]) = match held {
+    // `stored` is the first failure of the checks and the file (a refusal, or a store that
+    // is away), `existing` the duplicate read's.
+    let (stored, existing, [pdf_ms, write_ms, lookup_ms]) = match held {
         Some(bytes) => {
             let max_pages = state.max_pages;
             let store = async {
@@ -329,16 +331,15 @@ async fn upload(
             };
             let ((stored, store_ms), (existing, lookup_ms)) =
                 tokio::join!(timed(store), timed(lookup));
-            let (checked, stored, pdf_ms) = match stored {
+            let (stored, pdf_ms) = match stored {
                 Ok(Checked::Kept {
                     passed,
                     committed,
                     syncing,
-                }) => (Ok(()), Ok(Stored::Linked(committed, syncing)), passed),
-                Ok(Checked::Refused(e)) => (Err(e), Ok(Stored::Refused), 0.0),
-                Err(e) => (Ok(()), Err(e), 0.0),
+                }) => (Ok(Stored::Linked(committed, syncing)), passed),
+                Ok(Checked::Refused(e)) | Err(e) => (Err(e), 0.0),
             };
-            (checked, stored, existing, [pdf_ms, store_ms, lookup_ms])
+            (stored, existing, [pdf_ms, store_ms, lookup_ms])
         }
         None => {
             // The file is complete before it is read back, the duplicate read beside both.
@@ -356,7 +357,9 @@ async fn upload(
             };
             let ((stored, write_ms, checked, pdf_ms), (existing, lookup_ms)) =
                 tokio::join!(read_back, timed(lookup));
-            (checked, stored, existing, [pdf_ms, write_ms, lookup_ms])
+            // (The check runs only once the file is whole.)
+            let stored = stored.and_then(|s| checked.map(|()| s));
+            (stored, existing, [pdf_ms, write_ms, lookup_ms])
         }
     };
     if kind == Kind::Pdf {
@@ -364,7 +367,6 @@ async fn upload(
     }
     timing.part(write_part, write_ms);
     timing.part("check.lookup", lookup_ms);
-    checked?;
     let stored = stored?;
     let existing = existing?;
     timing.mark("check");
@@ -408,11 +410,6 @@ async fn upload(
             timing.mark("store");
             (committed, syncing)
         }
-        Stored::Refused => {
-            return Err(ApiError::Internal(
-                "refused bytes passed their check".into(),
-            ));
-        }
     };
     drop(slot);
     let object_uri = state.blobs.uri(&key);
@@ -454,7 +451,7 @@ async fn upload(
         return Err(e);
     }
     recorded?;
-    durable.map_err(|e| ApiError::unavailable("object store", e))?;
+    durable.map_err(store_error)?;
     // 3. `accepted`: written off the answer's path; reads of this job wait for it.
     state.accepting.mark(
         state.jobs.clone(),
@@ -476,8 +473,6 @@ enum Stored {
     Linked(Committed, Syncing),
     /// In their staged file (a streamed body), the fsync running: put under the key next.
     Flushed(Syncing),
-    /// Nowhere: the check refused them (the request fails with the check's error).
-    Refused,
 }
 
 /// Bodies up to this size are held in memory while they arrive (at most
