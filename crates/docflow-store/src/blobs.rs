@@ -144,6 +144,8 @@ struct Spares {
     files: Mutex<Vec<(PathBuf, std::fs::File)>>,
     /// Whether a top-up is under way (one at a time).
     topping_up: AtomicBool,
+    /// Set by [`Blobs::release_spare_files`]: none are kept from then on.
+    released: AtomicBool,
 }
 
 /// How long after a spare file is taken the top-up starts.
@@ -152,6 +154,9 @@ const TOP_UP_DELAY: Duration = Duration::from_millis(5);
 impl Spares {
     /// A spare file and its path, if one is left; the pool is topped up after.
     fn take(self: &Arc<Self>) -> Option<(PathBuf, std::fs::File)> {
+        if self.released.load(Ordering::SeqCst) {
+            return None;
+        }
         let taken = self.files.lock().ok()?.pop();
         self.top_up(TOP_UP_DELAY);
         taken
@@ -164,7 +169,7 @@ impl Spares {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if self.topping_up.swap(true, Ordering::SeqCst) {
+        if self.released.load(Ordering::SeqCst) || self.topping_up.swap(true, Ordering::SeqCst) {
             return;
         }
         /// Clears the flag however the top-up ends (a runtime shutting down drops it).
@@ -183,9 +188,15 @@ impl Spares {
                 while filler.files.lock().is_ok_and(|f| f.len() < filler.keep) {
                     let path = filler.dir.join(uuid::Uuid::new_v4().simple().to_string());
                     let file = create_staged(&path)?;
-                    if let Ok(mut files) = filler.files.lock() {
-                        files.push((path, file));
+                    let Ok(mut files) = filler.files.lock() else {
+                        break;
+                    };
+                    if filler.released.load(Ordering::SeqCst) {
+                        // Released while it was made (the flag is set under the lock).
+                        let _ = std::fs::remove_file(&path);
+                        break;
                     }
+                    files.push((path, file));
                 }
                 Ok::<_, std::io::Error>(())
             })
@@ -208,14 +219,22 @@ impl Spares {
     }
 }
 
-impl Drop for Spares {
-    fn drop(&mut self) {
-        // Best effort: files nobody took leave with the store (a crash leaves them, empty).
-        if let Ok(files) = self.files.get_mut() {
+impl Spares {
+    /// Removes the files nobody took, and keeps none from now on.
+    fn release(&self) {
+        if let Ok(mut files) = self.files.lock() {
+            self.released.store(true, Ordering::SeqCst);
             for (path, _) in files.drain(..) {
                 let _ = std::fs::remove_file(path);
             }
         }
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        // Best effort: files nobody took leave with the store (a crash leaves them, empty).
+        self.release();
     }
 }
 
@@ -500,10 +519,20 @@ impl Blobs {
             keep: count,
             files: Mutex::new(Vec::with_capacity(count)),
             topping_up: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         });
         spares.top_up(Duration::ZERO);
         self.spares = (count > 0).then_some(spares);
         self
+    }
+
+    /// Removes the spare files nobody took ([`Blobs::keep_spare_files`]) and keeps none from
+    /// now on, for every clone of the store: at shutdown, where the store itself may outlive
+    /// the process's last tasks.
+    pub fn release_spare_files(&self) {
+        if let Some(spares) = &self.spares {
+            spares.release();
+        }
     }
 
     /// The store's directory (canonical).
@@ -920,6 +949,22 @@ mod tests {
             .unwrap();
         assert!(matches!(checked, Checked::Kept { .. }));
         assert_eq!(staged.path(), own);
+
+        // Released (shutdown): the spares go at once, and a blob makes its own file.
+        let other = Blobs::open(&dir.path().join("other"))
+            .unwrap()
+            .keep_spare_files(2);
+        until("two spare files made", || staging(&other) == (2, 0)).await;
+        other.release_spare_files();
+        assert_eq!(staging(&other), (0, 0));
+        let mut own = other.stage_buffered(1 << 20);
+        own.write(b"own").await.unwrap();
+        let path = own.path().to_owned();
+        own.flush().await.unwrap().wait().await.unwrap();
+        assert_eq!(own.path(), path, "no spare taken");
+        drop(own);
+        tokio::time::sleep(TOP_UP_DELAY * 4).await;
+        assert_eq!(staging(&other), (0, 0), "none made again");
 
         // The spares go with the last clone of the store (a top-up ending holds one a
         // moment longer).

@@ -493,6 +493,8 @@ pub async fn serve(
     {
         tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; closing them");
     }
+    // No upload is left to take the spare staged files.
+    state.blobs.release_spare_files();
     let left = state.accepting.drain(Duration::from_secs(10)).await;
     if left > 0 {
         tracing::warn!(
