@@ -78,7 +78,7 @@ fn step_meaning(name: &str) -> &'static str {
             "(bodies over 1 MiB only) staged file linked under its key (a blob already there is kept)"
         }
         "persist" => {
-            "at once: encode + produce + broker ack, job record written, file and directory fsynced"
+            "at once: encode + produce + broker ack; file and directory fsynced, then the job record written"
         }
         "reply" => "answer built (the job's `accepted` mark is written after it)",
         "check.pdf" => {
@@ -94,7 +94,7 @@ fn step_meaning(name: &str) -> &'static str {
         "persist.fsync" => {
             "· part of `persist`: the file's and directory's fsyncs finished (begun in `check`)"
         }
-        "persist.record" => "· part of `persist`: the job record written",
+        "persist.record" => "· part of `persist`: the job record written (after the fsyncs)",
         "persist.produce" => "· part of `persist`: encode + produce + broker ack",
         _ => "",
     }
