@@ -21,8 +21,15 @@ struct Args {
     /// Requests in each run.
     #[arg(long, default_value_t = 1_000)]
     requests: usize,
+    /// How the two paths take turns: `blocks` (each block one path's calls, one every
+    /// 1/rate s: what `make bench` runs) or `interleaved` (bare, POST, bare, ... one call
+    /// every 1/rate s, so each path runs at half the rate, and each call follows one of the
+    /// other path).
+    #[arg(long, value_enum, default_value_t = Order::Blocks)]
+    order: Order,
     /// Rounds: each path's requests are split into this many blocks, run alternately (bare,
-    /// POST, bare, POST, ...), so both paths see the same machine, whatever else it does.
+    /// POST, bare, POST, ...), so both paths see the same machine, whatever else it does
+    /// (with `--order interleaved`, the rounds only split the calls for the per-round ratios).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Document size in KiB.
@@ -31,7 +38,32 @@ struct Args {
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/ingest.md")]
     out: std::path::PathBuf,
+    /// Do not run `sync` before the measured calls: leave what other programs wrote in the
+    /// page cache, to see what the writeback of a build does to a run.
+    #[arg(long)]
+    no_sync: bool,
+    /// Also write every call as a CSV row (path, its number, round, total and each step in
+    /// ms, in the order the calls were made within each path), to look at when the slow ones
+    /// came.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
+
+/// How the bare sends and the POSTs take turns (`--order`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Order {
+    /// A block of one path's calls, then a block of the other's.
+    Blocks,
+    /// One call of each path in turn.
+    Interleaved,
+}
+
+/// One call of either path.
+type Call = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
+
+/// A call this slow or slower is counted in the report, and a POST step this long is a wait
+/// on the disk that stalled (an fsync or the job's commit take 0.3–0.6 ms at p50).
+const SLOW_MS: f64 = 10.0;
 
 /// A valid-looking PDF of about `kib` KiB, unique per `i` (so no upload is a duplicate).
 fn document(i: usize, kib: usize) -> Vec<u8> {
@@ -98,6 +130,70 @@ fn step_meaning(name: &str) -> &'static str {
         "persist.produce" => "· part of `persist`: encode + produce + broker ack",
         _ => "",
     }
+}
+
+/// Writes out the page cache's dirty pages (`sync`): whether `sync` succeeded, and how many
+/// MiB were dirty before, when `/proc/meminfo` tells. The release build `make bench` runs just before this bench leaves
+/// a few hundred MiB of them; the kernel writes them back once they are 30 s old
+/// (`vm.dirty_expire_centisecs`), which fell in the middle of the run, and every fsync queued
+/// behind that writeback for 50–150 ms: each POST waits for its fsyncs, the bare sends for
+/// none, so those runs measured the build's writeback, not ingest.
+async fn flush_page_cache() -> (bool, Option<f64>) {
+    let dirty = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("Dirty:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+    });
+    let synced = match tokio::process::Command::new("sync").status().await {
+        Ok(status) if status.success() => true,
+        other => {
+            eprintln!(
+                "`sync` failed ({other:?}): the writeback of earlier writes may land in the run"
+            );
+            false
+        }
+    };
+    (synced, dirty.map(|kib| kib / 1024.0))
+}
+
+/// Every call as a row: `path,n,round,total_ms`, then each POST step's ms (empty for the bare
+/// sends, and for a step a POST did not have).
+fn write_csv(
+    path: &std::path::Path,
+    bare: &[f64],
+    bare_rounds: &[usize],
+    api: &[f64],
+    api_rounds: &[usize],
+    steps: &[Vec<(String, f64)>],
+) -> anyhow::Result<()> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in steps.iter().flatten() {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    let mut csv = ["path", "n", "round", "total_ms"]
+        .into_iter()
+        .chain(names.iter().copied())
+        .collect::<Vec<_>>()
+        .join(",");
+    csv.push('\n');
+    for (n, (ms, round)) in bare.iter().zip(bare_rounds).enumerate() {
+        writeln!(csv, "bare,{n},{round},{ms:.3}{}", ",".repeat(names.len()))?;
+    }
+    for (n, ((ms, round), s)) in api.iter().zip(api_rounds).zip(steps).enumerate() {
+        write!(csv, "post,{n},{round},{ms:.3}")?;
+        for name in &names {
+            csv.push(',');
+            if let Some((_, v)) = s.iter().find(|(step, _)| step == name) {
+                write!(csv, "{v:.3}")?;
+            }
+        }
+        csv.push('\n');
+    }
+    std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -195,21 +291,48 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     };
+    let flushed = if args.no_sync {
+        None
+    } else {
+        Some(flush_page_cache().await)
+    };
     let rounds = args.rounds.clamp(1, args.requests.max(1));
     let (mut bare, mut api, mut round_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // The round of each call, by path.
+    let (mut bare_rounds, mut api_rounds) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         let (from, to) = (r * args.requests / rounds, (r + 1) * args.requests / rounds);
-        let b = paced(to - from, args.rate, |i| {
-            bare_send(format!("bare {}", from + i))
-        })
-        .await?;
-        let a = paced(to - from, args.rate, |i| post(from + i)).await?;
+        let (b, a) = match args.order {
+            Order::Blocks => {
+                let b = paced(to - from, args.rate, |i| {
+                    bare_send(format!("bare {}", from + i))
+                })
+                .await?;
+                (b, paced(to - from, args.rate, |i| post(from + i)).await?)
+            }
+            Order::Interleaved => {
+                let calls = paced(2 * (to - from), args.rate, |k| -> Call {
+                    let i = from + k / 2;
+                    if k % 2 == 0 {
+                        Box::pin(bare_send(format!("bare {i}")))
+                    } else {
+                        Box::pin(post(i))
+                    }
+                })
+                .await?;
+                let b = calls.iter().step_by(2).copied().collect::<Vec<_>>();
+                (b, calls.into_iter().skip(1).step_by(2).collect())
+            }
+        };
         round_ratios.push(percentiles(a.clone()).0 / percentiles(b.clone()).0);
+        bare_rounds.extend(std::iter::repeat_n(r, b.len()));
+        api_rounds.extend(std::iter::repeat_n(r, a.len()));
         bare.extend(b);
         api.extend(a);
     }
     stack.stop().await?;
 
+    let bare_all = bare.clone();
     let (b50, b99, bmax) = percentiles(bare);
     let latencies = api.clone();
     let (a50, a99, amax) = percentiles(api);
@@ -224,9 +347,38 @@ async fn main() -> anyhow::Result<()> {
     ));
     writeln!(
         md,
-        "{} requests per path at {}/s, {} KiB PDFs (each unique), after 20 unmeasured warm-up calls per path; \
-         the paths alternate in {rounds} blocks (bare, POST, bare, ...) and the figures pool them.\n",
-        args.requests, args.rate, args.kib
+        "{} requests per path, {} KiB PDFs (each unique), after 20 unmeasured warm-up calls per path; {}\n",
+        args.requests,
+        args.kib,
+        match args.order {
+            Order::Blocks => format!(
+                "{}/s; the paths alternate in {rounds} blocks (bare, POST, bare, ...) and the figures pool them.",
+                args.rate
+            ),
+            Order::Interleaved => format!(
+                "{}/s in all, the paths taking turns call by call (`--order interleaved`: {}/s each).",
+                args.rate,
+                args.rate / 2.0
+            ),
+        }
+    )?;
+    writeln!(
+        md,
+        "{}\n",
+        match flushed {
+            Some((true, Some(mib))) => format!(
+                "Before the first measured call, `sync` wrote out the page cache's dirty pages ({mib:.0} MiB: \
+                 earlier writes, such as the build `make bench` runs first), so that their writeback does not \
+                 land in the run."
+            ),
+            Some((true, None)) => "Before the first measured call, `sync` wrote out the page cache's dirty pages.".to_owned(),
+            Some((false, _)) => "`sync` failed before the first measured call: the writeback of earlier writes may \
+                                 land in the run."
+                .to_owned(),
+            None => "`--no-sync`: dirty pages left by earlier writes were not written out first; their writeback \
+                     may land in the run."
+                .to_owned(),
+        }
     )?;
     writeln!(md, "| path | p50 | p99 | max |\n|---|---|---|---|")?;
     writeln!(
@@ -245,7 +397,11 @@ async fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         md,
-        "\nRatio at p50 in each block: {}",
+        "\nRatio at p50 in each {}: {}",
+        match args.order {
+            Order::Blocks => "block",
+            Order::Interleaved => "round",
+        },
         round_ratios
             .iter()
             .map(|r| format!("{r:.2}"))
@@ -253,6 +409,45 @@ async fn main() -> anyhow::Result<()> {
             .join(", ")
     )?;
     let steps = std::mem::take(&mut *steps.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    // The slow calls of each path, and the POSTs whose disk stalled: a wait on the disk is
+    // part of what a POST promises (the bytes and the job on disk), and the bare sends have
+    // none, so when the POST at the p99 is one of them, the p99 ratio measures the disk.
+    let slow = |v: &[f64]| v.iter().filter(|ms| **ms >= SLOW_MS).count();
+    let waited_on_disk = |s: &[(String, f64)]| {
+        s.iter().any(|(name, ms)| {
+            matches!(name.as_str(), "persist.fsync" | "persist.record") && *ms >= SLOW_MS
+        })
+    };
+    let disk_waits = steps.iter().filter(|s| waited_on_disk(s)).count();
+    // The POST at the p99 rank, as `percentiles` ranks them.
+    let mut ranked: Vec<usize> = (0..latencies.len()).collect();
+    ranked.sort_by(|&i, &j| latencies[i].total_cmp(&latencies[j]));
+    let p99_waited = ranked
+        .get((0.99 * (ranked.len() as f64 - 1.0)).round() as usize)
+        .and_then(|&i| steps.get(i))
+        .is_some_and(|s| waited_on_disk(s));
+    writeln!(
+        md,
+        "\nCalls of {SLOW_MS} ms or more: bare {}, POST {}; POSTs that waited {SLOW_MS} ms or more on the disk \
+         (`persist.fsync` or `persist.record`): {disk_waits}{}",
+        slow(&bare_all),
+        slow(&latencies),
+        if p99_waited {
+            " (the POST at the p99 is one of them: the p99 ratio measures the disk here)"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(path) = &args.csv {
+        write_csv(
+            path,
+            &bare_all,
+            &bare_rounds,
+            &latencies,
+            &api_rounds,
+            &steps,
+        )?;
+    }
     writeln!(
         md,
         "\n## Where a POST's time goes (ingest's `Server-Timing` header, per step)\n\n\
@@ -335,6 +530,94 @@ async fn main() -> anyhow::Result<()> {
             steps.len() - n
         )?;
     }
+    pdf_check_costs(&mut md, args.kib)?;
     docflow_bench::write_report(&args.out, &md)?;
+    Ok(())
+}
+
+/// A document made to cost the PDF check the most for its size, `mib` MiB, with a
+/// trailer that passes its first tests: page markers and object-stream markers by the
+/// hundred thousand, far from or near the headers and dictionaries the check looks back for.
+/// `kind` picks one of [`CRAFTED`].
+fn crafted_pdf(kind: usize, mib: usize) -> Vec<u8> {
+    let size = mib << 20;
+    let mut v = b"%PDF-1.5\n".to_vec();
+    let mut n = 0usize;
+    while v.len() < size {
+        n += 1;
+        match kind {
+            0 => v.extend_from_slice(b"/Type/Page "),
+            1 => {
+                v.extend_from_slice(b"1 0 obj ");
+                for _ in 0..370 {
+                    v.extend_from_slice(b"/Type/Page ");
+                }
+            }
+            2 => v.extend_from_slice(format!("{n} 0 obj /Type/Page ").as_bytes()),
+            3 => v.extend_from_slice(b"/ObjStm stream\nx\nendstream "),
+            _ => {
+                v.extend_from_slice(b"<<");
+                for _ in 0..150 {
+                    v.extend_from_slice(b"/ObjStm stream\nx\nendstream ");
+                }
+            }
+        }
+    }
+    v.extend_from_slice(b"\nxref\nstartxref\n9\n%%EOF\n");
+    v
+}
+
+/// The documents of [`crafted_pdf`], by kind.
+const CRAFTED: [&str; 5] = [
+    "`/Type/Page` repeated, no object header",
+    "`1 0 obj` and 4 KiB of `/Type/Page`, repeated",
+    "`N 0 obj /Type/Page`, N = 1, 2, 3, ... (a page object every ~20 bytes)",
+    "`/ObjStm` with a one-byte stream, repeated, no dictionary",
+    "`<<` and 4 KiB of one-byte object streams, repeated",
+];
+
+/// How long ingest's PDF check takes on [`crafted_pdf`]s of 1 MiB (held in memory) and 50 MiB
+/// (the default upload limit): what one upload can cost a check slot (`--pdf-checks`).
+fn pdf_check_costs(md: &mut String, kib: usize) -> anyhow::Result<()> {
+    writeln!(
+        md,
+        "\n## The PDF check on crafted documents\n\n\
+         What one upload can hold a check slot (`--pdf-checks`) for: `check_pdf` on documents \
+         made to cost it the most for their size (one run each, this machine).\n\n\
+         | document | 1 MiB | 50 MiB | verdict |\n|---|---|---|---|"
+    )?;
+    for (kind, name) in CRAFTED.iter().enumerate() {
+        let timed = |bytes: &[u8]| {
+            let started = std::time::Instant::now();
+            let verdict = docflow_ingest::sniff::check_pdf(bytes, 2_000);
+            (started.elapsed().as_secs_f64() * 1e3, verdict)
+        };
+        let (small_ms, _) = timed(&crafted_pdf(kind, 1));
+        let (large_ms, verdict) = timed(&crafted_pdf(kind, 50));
+        let verdict = match verdict {
+            Ok(pages) => format!("accepted, {pages} page(s)"),
+            Err(e) => format!("422: {e}"),
+        };
+        writeln!(
+            md,
+            "| {name} | {small_ms:.1} ms | {large_ms:.1} ms | {verdict} |"
+        )?;
+    }
+    // Against an ordinary document: the one this bench uploads.
+    let ordinary = document(0, kib);
+    let checks = 1_000;
+    let started = std::time::Instant::now();
+    for _ in 0..checks {
+        std::hint::black_box(docflow_ingest::sniff::check_pdf(
+            std::hint::black_box(&ordinary),
+            2_000,
+        ))
+        .map_err(|e| anyhow::anyhow!("the bench's own PDF refused: {e}"))?;
+    }
+    writeln!(
+        md,
+        "\nThe {kib} KiB PDF this bench uploads: {:.1} µs a check (mean of {checks}).",
+        started.elapsed().as_secs_f64() * 1e6 / f64::from(checks)
+    )?;
     Ok(())
 }
