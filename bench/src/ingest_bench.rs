@@ -45,7 +45,7 @@ struct Args {
     /// Also write every call as a CSV row (path, its number, round, total and each step in
     /// ms, in the order the calls were made within each path), to look at when the slow ones
     /// came.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     csv: Option<std::path::PathBuf>,
 }
 
