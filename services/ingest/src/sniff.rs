@@ -148,8 +148,9 @@ fn object_stream_pages(bytes: &[u8]) -> Result<(usize, usize), PdfError> {
 /// dictionary). Each call searches backwards from its position, like a plain backward
 /// search of its window, but stops where the previous call's search began: no byte is read
 /// twice for the series. A plain backward search of each window made a crafted file (1 MiB
-/// of `/Type/Page` or of `/ObjStm` markers) cost up to 0.47 s a MiB; this costs at most
-/// ~7 ms a MiB, and an ordinary PDF's few markers each find their keyword a few bytes back.
+/// of `/Type/Page` or of `/ObjStm` markers) cost up to 0.47 s a MiB; this costs up to
+/// 10–16 ms a MiB (ingest-bench's crafted documents), and an ordinary PDF's few markers
+/// each find their keyword a few bytes back.
 struct NearestBefore<'a> {
     bytes: &'a [u8],
     needle: &'static [u8],
