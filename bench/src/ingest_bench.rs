@@ -133,8 +133,8 @@ fn step_meaning(name: &str) -> &'static str {
 }
 
 /// Writes out the page cache's dirty pages (`sync`): whether `sync` succeeded, and how many
-/// MiB were dirty before, when `/proc/meminfo` tells. The release build `make bench` runs just before this bench leaves
-/// a few hundred MiB of them; the kernel writes them back once they are 30 s old
+/// MiB were dirty before, when `/proc/meminfo` tells. The release build `make bench` runs
+/// just before this bench leaves a few hundred MiB of them; the kernel writes them back once they are 30 s old
 /// (`vm.dirty_expire_centisecs`), which fell in the middle of the run, and every fsync queued
 /// behind that writeback for 50–150 ms: each POST waits for its fsyncs, the bare sends for
 /// none, so those runs measured the build's writeback, not ingest.
@@ -535,6 +535,9 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The page limit the PDF check is timed with: ingest's `--max-pages` default.
+const MAX_PAGES: usize = 2_000;
+
 /// A document made to cost the PDF check the most for its size, `mib` MiB, with a
 /// trailer that passes its first tests: page markers and object-stream markers by the
 /// hundred thousand, far from or near the headers and dictionaries the check looks back for.
@@ -589,7 +592,7 @@ fn pdf_check_costs(md: &mut String, kib: usize) -> anyhow::Result<()> {
     for (kind, name) in CRAFTED.iter().enumerate() {
         let timed = |bytes: &[u8]| {
             let started = std::time::Instant::now();
-            let verdict = docflow_ingest::sniff::check_pdf(bytes, 2_000);
+            let verdict = docflow_ingest::sniff::check_pdf(bytes, MAX_PAGES);
             (started.elapsed().as_secs_f64() * 1e3, verdict)
         };
         let (small_ms, _) = timed(&crafted_pdf(kind, 1));
@@ -610,7 +613,7 @@ fn pdf_check_costs(md: &mut String, kib: usize) -> anyhow::Result<()> {
     for _ in 0..checks {
         std::hint::black_box(docflow_ingest::sniff::check_pdf(
             std::hint::black_box(&ordinary),
-            2_000,
+            MAX_PAGES,
         ))
         .map_err(|e| anyhow::anyhow!("the bench's own PDF refused: {e}"))?;
     }

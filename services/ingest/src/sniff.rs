@@ -93,7 +93,7 @@ fn object_stream_pages(bytes: &[u8]) -> Result<(usize, usize), PdfError> {
         from = pos + 7;
         // The stream's dictionary: from its `<<` (within 4 KiB before, after the previous
         // stream) to `stream`.
-        let Some(dict_start) = dicts.within(pos, 4096).filter(|&d| d >= last_end) else {
+        let Some(dict_start) = dicts.within(pos, LOOK_BACK).filter(|&d| d >= last_end) else {
             continue;
         };
         let Some(kw) = find_from(bytes, b"stream", pos) else {
@@ -142,6 +142,10 @@ fn object_stream_pages(bytes: &[u8]) -> Result<(usize, usize), PdfError> {
     }
     Ok((pages, unreadable))
 }
+
+/// How far before a page marker its object header, and before an `/ObjStm` its dictionary's
+/// `<<`, may start: both are small.
+const LOOK_BACK: usize = 4096;
 
 /// The nearest occurrence of a keyword before each of a series of positions asked in
 /// increasing order (the `obj` of each page's header, the `<<` of each object stream's
@@ -219,7 +223,7 @@ fn count_page_objects(bytes: &[u8]) -> usize {
     // The last header parsed: where its `obj` is, and its object number.
     let mut parsed: Option<(usize, Option<u64>)> = None;
     for at in page_positions(bytes) {
-        let number = objs.within(at, 4096).and_then(|p| match parsed {
+        let number = objs.within(at, LOOK_BACK).and_then(|p| match parsed {
             Some((q, n)) if q == p => n,
             _ => {
                 let n = object_number_at(bytes, p);
@@ -649,8 +653,9 @@ mod tests {
     }
 
     proptest! {
-        /// The nearest keyword before each position, found in one forward pass, is what a
-        /// backward search of each position's window finds (overlapping `<<<` included).
+        /// The nearest keyword before each of a series of positions, each search stopping
+        /// where the previous one began, is what a plain backward search of each position's
+        /// window finds (overlapping `<<<` included).
         #[test]
         fn nearest_before_is_a_backward_search(bytes in keyword_soup(), steps in proptest::collection::vec(0usize..64, 1..40), window in 1usize..256) {
             for needle in [&b"obj"[..], &b"<<"[..]] {
