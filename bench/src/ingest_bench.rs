@@ -104,7 +104,7 @@ fn step_meaning(name: &str) -> &'static str {
         "auth" => "token → tenant, query",
         "receive" => "body received (held in memory up to 1 MiB), hashed",
         "check" => {
-            "at once: PDF checked, file written and linked under its key (its fsync starts); duplicate check (job read)"
+            "PDF checked, file written and linked under its key (its fsync starts); the job read (duplicate check) when the key held a blob already, or beside the rest for bodies over 1 MiB"
         }
         "store" => {
             "(bodies over 1 MiB only) staged file linked under its key (a blob already there is kept)"
@@ -117,12 +117,14 @@ fn step_meaning(name: &str) -> &'static str {
             "· part of `check.store` (of `check` for bodies over 1 MiB): the PDF's structure and pages checked"
         }
         "check.store" => {
-            "· part of `check`: on one blocking thread, the PDF checked, then the file written and linked under its key (its fsync starts)"
+            "· part of `check`: on the request's thread (`block_in_place`), the PDF checked, then the file written and linked under its key (its fsync starts on a blocking thread)"
         }
         "check.write" => {
             "· part of `check` (bodies over 1 MiB only): the rest of the staged file written"
         }
-        "check.lookup" => "· part of `check`: the job read (duplicate check)",
+        "check.lookup" => {
+            "· part of `check`: the job read (duplicate check), only when the key held a blob already (bodies over 1 MiB: always, beside the write)"
+        }
         "persist.fsync" => {
             "· part of `persist`: the file's and directory's fsyncs finished (begun in `check`)"
         }

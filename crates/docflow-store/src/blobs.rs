@@ -383,6 +383,14 @@ impl Syncing {
         }
     }
 
+    /// A sync of the bytes and then the directory entry.
+    fn dir(task: tokio::task::JoinHandle<Result<(), BlobError>>) -> Self {
+        Syncing {
+            task: Some(task),
+            dir: true,
+        }
+    }
+
     /// Returns once the bytes are on disk.
     pub async fn wait(self) -> Result<(), BlobError> {
         let Some(task) = self.task else {
@@ -451,6 +459,75 @@ fn sync_dirs(target: &Path, root: &Path, made_dir: bool) -> Result<(), BlobError
         dir = d.parent();
     }
     Ok(())
+}
+
+/// What [`Blobs::check_and_commit`] does away from the async code: the check, then the
+/// staged file written and linked under its key.
+struct CheckAndLink {
+    /// The staged file, when open already (a spare, or the file a streamed blob went to).
+    file: Option<std::fs::File>,
+    /// What is left to write into it.
+    bytes: Option<Bytes>,
+    path: PathBuf,
+    target: PathBuf,
+    gone: Arc<AtomicBool>,
+}
+
+/// A checked blob under its key ([`CheckAndLink::run`]).
+struct Linked<T> {
+    passed: T,
+    committed: Committed,
+    /// What makes a new blob durable (`None` once taken, and for a blob that was there).
+    sync: Option<SyncNew>,
+}
+
+/// A new blob's bytes and name, to be made durable.
+struct SyncNew {
+    file: std::fs::File,
+    path: PathBuf,
+    target: PathBuf,
+    made_dir: bool,
+}
+
+impl CheckAndLink {
+    /// Blocks: `check`, then, when it passes, the bytes written and linked under the key.
+    fn run<T, E>(
+        self,
+        check: impl FnOnce() -> Result<T, E>,
+    ) -> std::io::Result<Result<Linked<T>, E>> {
+        let passed = match check() {
+            Ok(passed) => passed,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let file = fill_staged(self.file, &self.path, self.bytes, &self.gone)?;
+        let committed = link_under(&self.path, &self.target)?;
+        let sync = match committed {
+            Committed::New { made_dir } => Some(SyncNew {
+                file,
+                path: self.path,
+                target: self.target,
+                made_dir,
+            }),
+            Committed::Existing => None,
+        };
+        Ok(Ok(Linked {
+            passed,
+            committed,
+            sync,
+        }))
+    }
+}
+
+impl SyncNew {
+    /// Blocks: the bytes, then the new name. The first sync commits the link with the bytes
+    /// (one journal commit on ext4), so the directory's finds little to do.
+    fn run(self, root: &Path) -> Result<(), BlobError> {
+        self.file.sync_data().map_err(|source| BlobError::Staging {
+            path: self.path,
+            source,
+        })?;
+        sync_dirs(&self.target, root, self.made_dir)
+    }
 }
 
 /// What [`Blobs::check_and_commit`] did.
@@ -662,13 +739,15 @@ impl Blobs {
     }
 
     /// Runs `check` and, when it passes, writes out the blob and puts it under `key` as
-    /// [`Blobs::commit`] does, then syncs a new blob's bytes (`fdatasync`): all on one
-    /// blocking thread, so a blob held in memory ([`Blobs::stage_buffered`]) is checked,
-    /// written and keyed with one trip there and back (a blob streaming to its file is flushed
-    /// first). Bytes that `check` refuses are never written or keyed; their staged file, if
-    /// any, goes when `staged` is dropped. Returns once the key is taken, with the sync still
-    /// running (for [`Blobs::sync_committed`]). After the first call there is nothing left to
-    /// write.
+    /// [`Blobs::commit`] does, then syncs a new blob's bytes (`fdatasync`) and its directory.
+    /// A blob held in memory ([`Blobs::stage_buffered`]) is checked, written and keyed with
+    /// no trip to another thread: on a multi-threaded runtime this runs in
+    /// [`tokio::task::block_in_place`] (the runtime hands the thread's other tasks to another
+    /// thread meanwhile), elsewhere on one blocking thread, there and back; a blob streaming
+    /// to its file is flushed first. Bytes that `check` refuses are never written or keyed;
+    /// their staged file, if any, goes when `staged` is dropped. Returns once the key is
+    /// taken, with the sync running on a blocking thread (for [`Blobs::sync_committed`]).
+    /// After the first call there is nothing left to write.
     pub async fn check_and_commit<T, E>(
         &self,
         staged: &mut Staged,
@@ -691,55 +770,57 @@ impl Blobs {
             }
         };
         let file = file.or_else(|| staged.take_spare());
-        let (path, gone) = (staged.path.clone(), staged.gone.clone());
+        let job = CheckAndLink {
+            file,
+            bytes,
+            path: staged.path.clone(),
+            target,
+            gone: staged.gone.clone(),
+        };
         let root = self.root.clone();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let sync = tokio::task::spawn_blocking(move || {
-            let passed = match check() {
-                Ok(passed) => passed,
-                Err(refused) => {
-                    let _ = done_tx.send(Ok(Err(refused)));
-                    return Ok(());
-                }
-            };
-            let linked = fill_staged(file, &path, bytes, &gone)
-                .and_then(|file| Ok((link_under(&path, &target)?, file)));
-            let (file, made_dir) = match linked {
-                Ok((committed, file)) => {
-                    let _ = done_tx.send(Ok(Ok((passed, committed))));
-                    match committed {
-                        Committed::New { made_dir } => (file, made_dir),
-                        // A blob that was already there is synced by `sync_committed`.
-                        Committed::Existing => return Ok(()),
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let (done, syncing) = if multi_thread {
+            let mut done = tokio::task::block_in_place(|| job.run(check));
+            let syncing = match &mut done {
+                Ok(Ok(linked)) => match linked.sync.take() {
+                    Some(sync) => {
+                        Syncing::dir(tokio::task::spawn_blocking(move || sync.run(&root)))
                     }
-                }
-                Err(e) => {
-                    let _ = done_tx.send(Err(e));
-                    return Ok(());
-                }
+                    // A blob that was already there is synced by `sync_committed`.
+                    None => Syncing::default(),
+                },
+                _ => Syncing::default(),
             };
-            // The bytes, then the new name: the first sync commits the link with the
-            // bytes (one journal commit on ext4), so the directory's finds little to do.
-            file.sync_data()
-                .map_err(|source| BlobError::Staging { path, source })?;
-            sync_dirs(&target, &root, made_dir)
-        });
-        let done = done_rx
-            .await
-            .map_err(|_| staged.io(std::io::Error::other("the blob's writer stopped")))?
-            .map_err(|e| staged.io(e))?;
-        Ok(match done {
-            Ok((passed, committed)) => {
+            (done, syncing)
+        } else {
+            // On one blocking thread: the answer comes back once the key is taken, and the
+            // same thread goes on to sync.
+            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+            let task = tokio::task::spawn_blocking(move || {
+                let mut done = job.run(check);
+                let sync = match &mut done {
+                    Ok(Ok(linked)) => linked.sync.take(),
+                    _ => None,
+                };
+                let _ = done_tx.send(done);
+                sync.map_or(Ok(()), |sync| sync.run(&root))
+            });
+            let done = done_rx
+                .await
+                .map_err(|_| std::io::Error::other("the blob's writer stopped"));
+            let done = done.and_then(|d| d);
+            (done, Syncing::dir(task))
+        };
+        Ok(match done.map_err(|e| staged.io(e))? {
+            Ok(linked) => {
                 // A new blob's staged name is gone; an existing one's staged file is removed
                 // on drop.
-                staged.committed = matches!(committed, Committed::New { .. });
+                staged.committed = matches!(linked.committed, Committed::New { .. });
                 Checked::Kept {
-                    passed,
-                    committed,
-                    syncing: Syncing {
-                        task: Some(sync),
-                        dir: true,
-                    },
+                    passed: linked.passed,
+                    committed: linked.committed,
+                    syncing,
                 }
             }
             Err(refused) => Checked::Refused(refused),
@@ -881,8 +962,12 @@ mod tests {
         let key = Blobs::key(["t", "doc"]);
         let mut staged = blobs.stage_buffered(1 << 20);
         staged.write(b"hello").await.unwrap();
+        // On a multi-threaded runtime the check runs on the caller's thread (no hop).
+        let on = std::thread::current().id();
         let checked = blobs
-            .check_and_commit(&mut staged, &key, || Ok::<_, ()>(7))
+            .check_and_commit(&mut staged, &key, move || {
+                Ok::<_, ()>((7, std::thread::current().id() == on))
+            })
             .await
             .unwrap();
         let Checked::Kept {
@@ -893,7 +978,10 @@ mod tests {
         else {
             panic!("refused")
         };
-        assert_eq!((passed, committed), (7, Committed::New { made_dir: true }));
+        assert_eq!(
+            (passed, committed),
+            ((7, true), Committed::New { made_dir: true })
+        );
         assert!(
             spares.contains(&staged.path().to_owned()),
             "a spare was taken"
@@ -973,6 +1061,74 @@ mod tests {
         assert_eq!(staging(&clone), (3, 0));
         drop(clone);
         until("spares removed", || staging(&plain) == (0, 0)).await;
+    }
+
+    /// On a current-thread runtime (where `block_in_place` is not allowed) the check, the
+    /// write and the link run on a blocking thread instead, with the same outcomes.
+    #[tokio::test(flavor = "current_thread")]
+    async fn checked_blobs_on_a_current_thread_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(dir.path()).unwrap();
+        let key = Blobs::key(["t", "doc"]);
+        let mut staged = blobs.stage_buffered(1 << 20);
+        staged.write(b"hello").await.unwrap();
+        let on = std::thread::current().id();
+        let checked = blobs
+            .check_and_commit(&mut staged, &key, move || {
+                Ok::<_, ()>(std::thread::current().id() != on)
+            })
+            .await
+            .unwrap();
+        let Checked::Kept {
+            passed,
+            committed,
+            syncing,
+        } = checked
+        else {
+            panic!("refused")
+        };
+        assert!(passed, "checked on another thread");
+        assert_eq!(committed, Committed::New { made_dir: true });
+        blobs
+            .sync_committed(&key, committed, syncing)
+            .await
+            .unwrap();
+        drop(staged);
+        assert_eq!(
+            blobs.get(&key).await.unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+
+        let mut again = blobs.stage_buffered(1 << 20);
+        again.write(b"hello").await.unwrap();
+        let checked = blobs
+            .check_and_commit(&mut again, &key, || Ok::<_, ()>(()))
+            .await
+            .unwrap();
+        let Checked::Kept {
+            committed, syncing, ..
+        } = checked
+        else {
+            panic!("refused")
+        };
+        assert_eq!(committed, Committed::Existing);
+        blobs
+            .sync_committed(&key, committed, syncing)
+            .await
+            .unwrap();
+        drop(again);
+
+        let bad = Blobs::key(["t", "bad"]);
+        let mut staged = blobs.stage_buffered(1 << 20);
+        staged.write(b"nope").await.unwrap();
+        let checked = blobs
+            .check_and_commit(&mut staged, &bad, || Err::<(), _>("refused"))
+            .await
+            .unwrap();
+        assert!(matches!(checked, Checked::Refused("refused")));
+        drop(staged);
+        assert!(blobs.get(&bad).await.unwrap().is_none());
+        assert_eq!(staging(&blobs), (0, 0), "nothing left staged");
     }
 
     #[tokio::test]
