@@ -424,7 +424,7 @@ async fn main() -> anyhow::Result<()> {
     let (lo, hi) = p99_ratio_interval(&bare_all, &latencies);
     writeln!(
         md,
-        "\nThe p99 ratio rests on each path's ten slowest calls: resampling each path's calls \
+        "\nThe p99 ratio rests on each path's ten or so slowest calls: resampling each path's calls \
          (with replacement, {BOOTSTRAP} times) gives a 95 % interval of {lo:.2}–{hi:.2}. It treats \
          the calls as independent, so the spread between runs can be wider."
     )?;

@@ -103,7 +103,7 @@ fn create_staged(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
-/// On a blocking thread: the staged file at `path` (`file` when it is open already: a spare,
+/// Blocking: the staged file at `path` (`file` when it is open already: a spare,
 /// or the file a streamed blob went to; else made now) with `bytes` written into it. A blob
 /// dropped meanwhile (`gone`) loses the file here, as its own removal may have come before
 /// the file did.
@@ -495,7 +495,9 @@ impl CheckAndLink {
         self,
         check: impl FnOnce() -> Result<T, E>,
     ) -> std::io::Result<Result<Linked<T>, E>> {
-        let passed = match check() {
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check))
+            .map_err(|_| std::io::Error::other("the blob's check panicked"))?;
+        let passed = match checked {
             Ok(passed) => passed,
             Err(refused) => return Ok(Err(refused)),
         };
@@ -520,7 +522,7 @@ impl CheckAndLink {
 
 impl SyncNew {
     /// Blocks: the bytes, then the new name. The first sync commits the link with the bytes
-    /// (one journal commit on ext4), so the directory's finds little to do.
+    /// (one journal commit on ext4), so the directory's sync finds little left to do.
     fn run(self, root: &Path) -> Result<(), BlobError> {
         self.file.sync_data().map_err(|source| BlobError::Staging {
             path: self.path,
@@ -740,11 +742,12 @@ impl Blobs {
 
     /// Runs `check` and, when it passes, writes out the blob and puts it under `key` as
     /// [`Blobs::commit`] does, then syncs a new blob's bytes (`fdatasync`) and its directory.
-    /// A blob held in memory ([`Blobs::stage_buffered`]) is checked, written and keyed with
-    /// no trip to another thread: on a multi-threaded runtime this runs in
-    /// [`tokio::task::block_in_place`] (the runtime hands the thread's other tasks to another
-    /// thread meanwhile), elsewhere on one blocking thread, there and back; a blob streaming
-    /// to its file is flushed first. Bytes that `check` refuses are never written or keyed;
+    /// On a multi-threaded runtime the check, the write and the link run on the caller's
+    /// thread, in [`tokio::task::block_in_place`] (the runtime hands the thread's other tasks
+    /// to another thread meanwhile; futures joined or selected with this call in the same
+    /// task wait for it); on a current-thread runtime, on one blocking thread, there and
+    /// back. A blob streaming to its file is flushed first. A panic in `check` is an error
+    /// of the staged blob, as an I/O failure is. Bytes that `check` refuses are never written or keyed;
     /// their staged file, if any, goes when `staged` is dropped. Returns once the key is
     /// taken, with the sync running on a blocking thread (for [`Blobs::sync_committed`]).
     /// After the first call there is nothing left to write.
@@ -832,7 +835,7 @@ impl Blobs {
     /// [`Staged::flush`]) and its directory entry, with the directories above when the
     /// commit made its directory (a blob from [`Blobs::check_and_commit`] has its sync of
     /// both running already); a blob that was already there is synced again (an earlier
-    /// writer may not have lived to sync it) with its directory.
+    /// writer may not have lived to sync it) with its directories up to the store's root.
     pub async fn sync_committed(
         &self,
         key: &Key,
@@ -845,7 +848,9 @@ impl Blobs {
             Committed::New { made_dir } => {
                 tokio::join!(syncing.wait(), self.sync_dir_of(key, made_dir))
             }
-            Committed::Existing => tokio::join!(self.sync_blob(key), self.sync_dir_of(key, false)),
+            // Its directories up to the root too: the writer that made them may not have
+            // lived to sync them.
+            Committed::Existing => tokio::join!(self.sync_blob(key), self.sync_dir_of(key, true)),
         };
         file.and(dir)
     }
@@ -962,14 +967,22 @@ mod tests {
         let key = Blobs::key(["t", "doc"]);
         let mut staged = blobs.stage_buffered(1 << 20);
         staged.write(b"hello").await.unwrap();
-        // On a multi-threaded runtime the check runs on the caller's thread (no hop).
-        let on = std::thread::current().id();
-        let checked = blobs
-            .check_and_commit(&mut staged, &key, move || {
-                Ok::<_, ()>((7, std::thread::current().id() == on))
-            })
-            .await
-            .unwrap();
+        // On a runtime worker the check runs on the caller's thread (no hop).
+        let (checked, staged) = tokio::spawn({
+            let (blobs, key) = (blobs.clone(), key.clone());
+            async move {
+                let on = std::thread::current().id();
+                let checked = blobs
+                    .check_and_commit(&mut staged, &key, move || {
+                        Ok::<_, ()>((7, std::thread::current().id() == on))
+                    })
+                    .await
+                    .unwrap();
+                (checked, staged)
+            }
+        })
+        .await
+        .unwrap();
         let Checked::Kept {
             passed,
             committed,
@@ -1025,6 +1038,17 @@ mod tests {
         drop(staged);
         assert!(blobs.get(&bad).await.unwrap().is_none());
         until("back to three empty spares", || staging(&blobs) == (3, 0)).await;
+
+        // A check that panics: an error, nothing under the key, nothing staged.
+        let mut staged = blobs.stage_buffered(1 << 20);
+        staged.write(b"boom").await.unwrap();
+        let panicked = blobs
+            .check_and_commit(&mut staged, &bad, || -> Result<(), ()> { panic!("a bug") })
+            .await;
+        assert!(matches!(panicked, Err(BlobError::Staging { .. })));
+        drop(staged);
+        assert!(blobs.get(&bad).await.unwrap().is_none());
+        until("three empty spares again", || staging(&blobs) == (3, 0)).await;
 
         // A store without spares makes its own file.
         let plain = Blobs::open(dir.path()).unwrap();

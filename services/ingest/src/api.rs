@@ -3,6 +3,7 @@
 //! `GET /metrics`; the console and `/v1/admin/...` are in `admin`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -345,8 +346,13 @@ async fn upload(
                 }) => (Ok(Stored::Linked(committed, syncing)), passed),
                 Ok(Checked::Refused(e)) | Err(e) => (Err(e), 0.0),
             };
+            // (With `?reprocess=true` a job found changes nothing; while job reads or records
+            // fail, the database is asked first, whatever the key.)
+            let failing = state.jobs_failing.load(Ordering::Relaxed);
             let (existing, lookup_ms) = match &stored {
-                Ok(Stored::Linked(Committed::Existing, _)) => {
+                Ok(Stored::Linked(committed, _))
+                    if failing || (*committed == Committed::Existing && !q.reprocess) =>
+                {
                     let (existing, ms) = timed(lookup).await;
                     (existing, Some(ms))
                 }
@@ -381,6 +387,11 @@ async fn upload(
     timing.part(write_part, write_ms);
     if let Some(lookup_ms) = lookup_ms {
         timing.part("check.lookup", lookup_ms);
+    }
+    if lookup_ms.is_some() {
+        state
+            .jobs_failing
+            .store(existing.is_err(), Ordering::Relaxed);
     }
     let stored = stored?;
     let existing = existing?;
@@ -465,6 +476,11 @@ async fn upload(
     };
     let ((durable, fsync_ms, recorded, record_ms), (produced, produce_ms)) =
         tokio::join!(durable_then_recorded, timed(produce(&state, &job, &trace)));
+    if let Some(recorded) = &recorded {
+        state
+            .jobs_failing
+            .store(recorded.is_err(), Ordering::Relaxed);
+    }
     timing.part("persist.fsync", fsync_ms);
     timing.part("persist.record", record_ms);
     timing.part("persist.produce", produce_ms);

@@ -286,6 +286,10 @@ pub struct AppState {
     pub(crate) uploads: Arc<tokio::sync::Semaphore>,
     /// One permit per PDF being checked.
     pub(crate) pdf_checks: tokio::sync::Semaphore,
+    /// Whether the last job read or record of an upload failed: while it did, a new
+    /// document's job is read before its event is produced (it is skipped for a key that was
+    /// free otherwise), so a database outage refuses uploads before their events go out.
+    pub(crate) jobs_failing: std::sync::atomic::AtomicBool,
     /// Tokens of the admin API.
     pub(crate) admin_tokens: std::collections::HashSet<String>,
     /// What the console reads from the broker.
@@ -395,6 +399,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         uploads: Arc::new(tokio::sync::Semaphore::new(
             config.max_concurrent_uploads.max(1),
         )),
+        jobs_failing: std::sync::atomic::AtomicBool::new(false),
         pdf_checks: tokio::sync::Semaphore::new(match config.pdf_checks {
             0 => std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             n => n,

@@ -318,6 +318,62 @@ async fn duplicates_reuse_the_job_unless_reprocess() {
     s.finish().await;
 }
 
+/// A new document's job is not read before its event goes out (its key was free), so the
+/// first upload in a database outage is produced and then refused (its record fails); from
+/// then on the job is read first again, and uploads are refused before their events go out,
+/// until a read or record succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_refuses_uploads_before_their_events() {
+    let s = Stack::start(Storage::Sqlite).await;
+    let doc = |tag: &str| {
+        let mut bytes = pdf();
+        bytes.extend_from_slice(format!("% {tag}\n").as_bytes());
+        bytes
+    };
+    let steps = |h: &reqwest::header::HeaderMap| {
+        h.get("server-timing")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (st, first, _) = s.post(Some(ALICE), "", doc("before")).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{first}");
+    // Its `accepted` mark is written before the table goes.
+    let (st, _) = s.get_job(ALICE, first["job_id"].as_str().unwrap()).await;
+    assert_eq!(st, StatusCode::OK);
+    let produced = s.count();
+
+    // The jobs table goes away (an outage that every statement on it sees).
+    let db = docflow_store::connect(&s.database_url, 1).await.unwrap();
+    sqlx::query("ALTER TABLE ingest_jobs RENAME TO ingest_jobs_away")
+        .execute(&db)
+        .await
+        .unwrap();
+    let (st, body, _) = s.post(Some(ALICE), "", doc("first in the outage")).await;
+    assert!(st.is_server_error(), "{st} {body}");
+    assert_eq!(s.count(), produced + 1, "produced before its record failed");
+    for i in 0..2 {
+        let (st, body, _) = s.post(Some(ALICE), "", doc(&format!("later {i}"))).await;
+        assert!(st.is_server_error(), "{st} {body}");
+        assert_eq!(s.count(), produced + 1, "refused before its event: {body}");
+    }
+
+    sqlx::query("ALTER TABLE ingest_jobs_away RENAME TO ingest_jobs")
+        .execute(&db)
+        .await
+        .unwrap();
+    // A new key, read first: the last read failed.
+    let (st, body, h) = s.post(Some(ALICE), "", doc("back")).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{body}");
+    assert!(steps(&h).contains("check.lookup"), "{}", steps(&h));
+    assert_eq!(s.count(), produced + 2);
+    // The database answered: a new key is not read again.
+    let (st, body, h) = s.post(Some(ALICE), "", doc("after")).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{body}");
+    assert!(!steps(&h).contains("check.lookup"), "{}", steps(&h));
+    s.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_has_its_code() {
     let s = Stack::start(Storage::Memory).await;
