@@ -983,14 +983,7 @@ mod tests {
         })
         .await
         .unwrap();
-        let Checked::Kept {
-            passed,
-            committed,
-            syncing,
-        } = checked
-        else {
-            panic!("refused")
-        };
+        let (passed, committed, syncing) = kept(checked);
         assert_eq!(
             (passed, committed),
             ((7, true), Committed::New { made_dir: true })
@@ -1011,32 +1004,13 @@ mod tests {
         .await;
 
         // The same bytes again: the blob there is kept, the new staged file goes.
-        let mut again = blobs.stage_buffered(1 << 20);
-        again.write(b"hello").await.unwrap();
-        let checked = blobs
-            .check_and_commit(&mut again, &key, || Ok::<_, ()>(()))
-            .await
-            .unwrap();
-        assert!(matches!(
-            checked,
-            Checked::Kept {
-                committed: Committed::Existing,
-                ..
-            }
-        ));
+        let (committed, _, again) = commit_checked(&blobs, &key, b"hello").await;
+        assert_eq!(committed, Committed::Existing);
         drop(again);
 
         // Refused: nothing under the key, no bytes staged.
         let bad = Blobs::key(["t", "bad"]);
-        let mut staged = blobs.stage_buffered(1 << 20);
-        staged.write(b"not a document").await.unwrap();
-        let checked = blobs
-            .check_and_commit(&mut staged, &bad, || Err::<(), _>("refused"))
-            .await
-            .unwrap();
-        assert!(matches!(checked, Checked::Refused("refused")));
-        drop(staged);
-        assert!(blobs.get(&bad).await.unwrap().is_none());
+        refused_leaves_nothing(&blobs, &bad).await;
         until("back to three empty spares", || staging(&blobs) == (3, 0)).await;
 
         // A check that panics: an error, nothing under the key, nothing staged.
@@ -1103,14 +1077,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let Checked::Kept {
-            passed,
-            committed,
-            syncing,
-        } = checked
-        else {
-            panic!("refused")
-        };
+        let (passed, committed, syncing) = kept(checked);
         assert!(passed, "checked on another thread");
         assert_eq!(committed, Committed::New { made_dir: true });
         blobs
@@ -1123,18 +1090,7 @@ mod tests {
             Some(&b"hello"[..])
         );
 
-        let mut again = blobs.stage_buffered(1 << 20);
-        again.write(b"hello").await.unwrap();
-        let checked = blobs
-            .check_and_commit(&mut again, &key, || Ok::<_, ()>(()))
-            .await
-            .unwrap();
-        let Checked::Kept {
-            committed, syncing, ..
-        } = checked
-        else {
-            panic!("refused")
-        };
+        let (committed, syncing, again) = commit_checked(&blobs, &key, b"hello").await;
         assert_eq!(committed, Committed::Existing);
         blobs
             .sync_committed(&key, committed, syncing)
@@ -1142,17 +1098,51 @@ mod tests {
             .unwrap();
         drop(again);
 
-        let bad = Blobs::key(["t", "bad"]);
+        refused_leaves_nothing(&blobs, &Blobs::key(["t", "bad"])).await;
+        assert_eq!(staging(&blobs), (0, 0), "nothing left staged");
+    }
+
+    /// What a check that passed returned, and what the commit did.
+    fn kept<T: std::fmt::Debug, E: std::fmt::Debug>(
+        checked: Checked<T, E>,
+    ) -> (T, Committed, Syncing) {
+        match checked {
+            Checked::Kept {
+                passed,
+                committed,
+                syncing,
+            } => (passed, committed, syncing),
+            refused => panic!("refused: {refused:?}"),
+        }
+    }
+
+    /// `bytes` staged and put under `key` with a check that passes.
+    async fn commit_checked(
+        blobs: &Blobs,
+        key: &Key,
+        bytes: &[u8],
+    ) -> (Committed, Syncing, Staged) {
         let mut staged = blobs.stage_buffered(1 << 20);
-        staged.write(b"nope").await.unwrap();
+        staged.write(bytes).await.unwrap();
         let checked = blobs
-            .check_and_commit(&mut staged, &bad, || Err::<(), _>("refused"))
+            .check_and_commit(&mut staged, key, || Ok::<_, ()>(()))
+            .await
+            .unwrap();
+        let (_, committed, syncing) = kept(checked);
+        (committed, syncing, staged)
+    }
+
+    /// A blob its check refuses: refused, and nothing under `key`.
+    async fn refused_leaves_nothing(blobs: &Blobs, key: &Key) {
+        let mut staged = blobs.stage_buffered(1 << 20);
+        staged.write(b"not a document").await.unwrap();
+        let checked = blobs
+            .check_and_commit(&mut staged, key, || Err::<(), _>("refused"))
             .await
             .unwrap();
         assert!(matches!(checked, Checked::Refused("refused")));
         drop(staged);
-        assert!(blobs.get(&bad).await.unwrap().is_none());
-        assert_eq!(staging(&blobs), (0, 0), "nothing left staged");
+        assert!(blobs.get(key).await.unwrap().is_none());
     }
 
     #[tokio::test]
