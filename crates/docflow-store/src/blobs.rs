@@ -747,10 +747,10 @@ impl Blobs {
     /// to another thread meanwhile; futures joined or selected with this call in the same
     /// task wait for it); on a current-thread runtime, on one blocking thread, there and
     /// back. A blob streaming to its file is flushed first. A panic in `check` is an error
-    /// of the staged blob, as an I/O failure is. Bytes that `check` refuses are never written or keyed;
-    /// their staged file, if any, goes when `staged` is dropped. Returns once the key is
-    /// taken, with the sync running on a blocking thread (for [`Blobs::sync_committed`]).
-    /// After the first call there is nothing left to write.
+    /// of the staged blob, as an I/O failure is. Bytes that `check` refuses are never written
+    /// or keyed; their staged file, if any, goes when `staged` is dropped. Returns once the
+    /// key is taken, with the sync running on a blocking thread (for
+    /// [`Blobs::sync_committed`]). After the first call there is nothing left to write.
     pub async fn check_and_commit<T, E>(
         &self,
         staged: &mut Staged,

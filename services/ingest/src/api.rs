@@ -387,8 +387,6 @@ async fn upload(
     timing.part(write_part, write_ms);
     if let Some(lookup_ms) = lookup_ms {
         timing.part("check.lookup", lookup_ms);
-    }
-    if lookup_ms.is_some() {
         state
             .jobs_failing
             .store(existing.is_err(), Ordering::Relaxed);
