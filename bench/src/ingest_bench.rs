@@ -1,7 +1,10 @@
 //! Ingest latency: p50/p99 of `POST /v1/documents` with a 100 KiB PDF at a fixed rate, against
 //! the bare produce-and-ack latency of a `doc.uploaded` event on the same broker at the same
 //! rate. The ratio is what validation, storing the blob and the job record add on top of the
-//! one step a request must wait for. `make bench` writes `bench/results/ingest.md`.
+//! one step a request must wait for. A third path, HTTP alone (the same client and body
+//! against a server on the same HTTP stack that only reads the body and answers `202`),
+//! shows how much of that is the HTTP exchange any upload API pays. `make bench` writes
+//! `bench/results/ingest.md`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -21,14 +24,14 @@ struct Args {
     /// Requests in each run.
     #[arg(long, default_value_t = 1_000)]
     requests: usize,
-    /// How the two paths take turns: `blocks` (each block one path's calls, one every
-    /// 1/rate s: what `make bench` runs) or `interleaved` (bare, POST, bare, ... one call
-    /// every 1/rate s, so each path runs at half the rate, and each call follows one of the
-    /// other path).
+    /// How the paths take turns: `blocks` (each block one path's calls, one every 1/rate s:
+    /// what `make bench` runs) or `interleaved` (bare, POST, HTTP alone, bare, ... one call
+    /// every 1/rate s, so each path runs at a third of the rate, and each call follows one of
+    /// another path).
     #[arg(long, value_enum, default_value_t = Order::Blocks)]
     order: Order,
-    /// Rounds: each path's requests are split into this many blocks, run alternately (bare,
-    /// POST, bare, POST, ...), so both paths see the same machine, whatever else it does
+    /// Rounds: each path's requests are split into this many blocks, run in turn (bare,
+    /// POST, HTTP alone, bare, ...), so the paths see the same machine, whatever else it does
     /// (with `--order interleaved`, the rounds only split the calls for the per-round ratios).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
@@ -183,11 +186,10 @@ async fn flush_page_cache() -> (bool, Option<f64>) {
 }
 
 /// Every call as a row: `path,n,round,total_ms`, then each POST step's ms (empty for the bare
-/// sends, and for a step a POST did not have).
+/// sends and HTTP alone, and for a step a POST did not have).
 fn write_csv(
     path: &std::path::Path,
-    bare: &[f64],
-    bare_rounds: &[usize],
+    plain: &[(&str, &[f64], &[usize])],
     api: &[f64],
     api_rounds: &[usize],
     steps: &[Vec<(String, f64)>],
@@ -204,8 +206,10 @@ fn write_csv(
         .collect::<Vec<_>>()
         .join(",");
     csv.push('\n');
-    for (n, (ms, round)) in bare.iter().zip(bare_rounds).enumerate() {
-        writeln!(csv, "bare,{n},{round},{ms:.3}{}", ",".repeat(names.len()))?;
+    for &(name, calls, rounds) in plain {
+        for (n, (ms, round)) in calls.iter().zip(rounds).enumerate() {
+            writeln!(csv, "{name},{n},{round},{ms:.3}{}", ",".repeat(names.len()))?;
+        }
     }
     for (n, ((ms, round), s)) in api.iter().zip(api_rounds).zip(steps).enumerate() {
         write!(csv, "post,{n},{round},{ms:.3}")?;
@@ -220,6 +224,54 @@ fn write_csv(
     std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     println!("wrote {}", path.display());
     Ok(())
+}
+
+/// How long an idle connection of [`http_alone`] is kept: ingest's `--header-timeout` default.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves HTTP alone: hyper's HTTP/1 and an axum router, set up as ingest serves them
+/// (keep-alive, no Nagle delay, a header timeout), whose one route, `POST /v1/documents`,
+/// reads the whole body and answers `202` with a body and `Location` like ingest's. None of
+/// ingest's steps: no auth, hash, check, disk, database or broker. Returns its URL.
+async fn http_alone() -> anyhow::Result<String> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt as _;
+    let accept = |body: axum::body::Bytes| async move {
+        // A job id of ingest's length.
+        let id = format!("{:064x}", body.len());
+        (
+            axum::http::StatusCode::ACCEPTED,
+            [(axum::http::header::LOCATION, format!("/v1/jobs/{id}"))],
+            axum::Json(serde_json::json!({
+                "job_id": id,
+                "status_url": format!("/v1/jobs/{id}"),
+                "status": "accepted",
+                "duplicate": false,
+            })),
+        )
+    };
+    let app = axum::Router::new()
+        .route("/v1/documents", axum::routing::post(accept))
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let app = app.clone();
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    app.clone().oneshot(req.map(axum::body::Body::new))
+                });
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            tokio::spawn(conn);
+        }
+    });
+    Ok(format!("http://{addr}/v1/documents"))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -317,44 +369,76 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     };
+    // HTTP alone: the same client and bodies.
+    let alone = http_alone().await.context("serving HTTP alone")?;
+    for i in 0..20 {
+        let r = http
+            .post(&alone)
+            .bearer_auth(docflow_bench::TOKEN)
+            .body(document(args.requests + i, args.kib))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status() == 202, "warm-up status {}", r.status());
+    }
+    let http_call = |i: usize| {
+        let (http, alone, docs) = (http.clone(), alone.clone(), docs.clone());
+        async move {
+            let r = http
+                .post(&alone)
+                .bearer_auth(docflow_bench::TOKEN)
+                .body(docs[i].clone())
+                .send()
+                .await?;
+            anyhow::ensure!(r.status() == 202, "status {}", r.status());
+            Ok(())
+        }
+    };
     let flushed = if args.no_sync {
         None
     } else {
         Some(flush_page_cache().await)
     };
     let rounds = args.rounds.clamp(1, args.requests.max(1));
-    let (mut bare, mut api, mut round_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bare, mut api, mut alone_ms, mut round_ratios) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // The round of each call, by path.
-    let (mut bare_rounds, mut api_rounds) = (Vec::new(), Vec::new());
+    let (mut bare_rounds, mut api_rounds, mut alone_rounds) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let (from, to) = (r * args.requests / rounds, (r + 1) * args.requests / rounds);
-        let (b, a) = match args.order {
+        let (b, a, h) = match args.order {
             Order::Blocks => {
                 let b = paced(to - from, args.rate, |i| {
                     bare_send(format!("bare {}", from + i))
                 })
                 .await?;
-                (b, paced(to - from, args.rate, |i| post(from + i)).await?)
+                let a = paced(to - from, args.rate, |i| post(from + i)).await?;
+                (
+                    b,
+                    a,
+                    paced(to - from, args.rate, |i| http_call(from + i)).await?,
+                )
             }
             Order::Interleaved => {
-                let calls = paced(2 * (to - from), args.rate, |k| -> Call {
-                    let i = from + k / 2;
-                    if k % 2 == 0 {
-                        Box::pin(bare_send(format!("bare {i}")))
-                    } else {
-                        Box::pin(post(i))
+                let calls = paced(3 * (to - from), args.rate, |k| -> Call {
+                    let i = from + k / 3;
+                    match k % 3 {
+                        0 => Box::pin(bare_send(format!("bare {i}"))),
+                        1 => Box::pin(post(i)),
+                        _ => Box::pin(http_call(i)),
                     }
                 })
                 .await?;
-                let b = calls.iter().step_by(2).copied().collect::<Vec<_>>();
-                (b, calls.into_iter().skip(1).step_by(2).collect())
+                let path = |p: usize| calls.iter().skip(p).step_by(3).copied().collect::<Vec<_>>();
+                (path(0), path(1), path(2))
             }
         };
         round_ratios.push(percentiles(a.clone()).0 / percentiles(b.clone()).0);
         bare_rounds.extend(std::iter::repeat_n(r, b.len()));
         api_rounds.extend(std::iter::repeat_n(r, a.len()));
+        alone_rounds.extend(std::iter::repeat_n(r, h.len()));
         bare.extend(b);
         api.extend(a);
+        alone_ms.extend(h);
     }
     stack.stop().await?;
 
@@ -362,8 +446,9 @@ async fn main() -> anyhow::Result<()> {
     let (b50, b99, bmax) = percentiles(bare);
     let latencies = api.clone();
     let (a50, a99, amax) = percentiles(api);
+    let (h50, h99, hmax) = percentiles(alone_ms.clone());
     println!(
-        "bare produce+ack: p50 {b50:.1} ms p99 {b99:.1} ms; POST: p50 {a50:.1} ms p99 {a99:.1} ms"
+        "bare produce+ack: p50 {b50:.1} ms p99 {b99:.1} ms; POST: p50 {a50:.1} ms p99 {a99:.1} ms; HTTP alone: p50 {h50:.2} ms p99 {h99:.2} ms"
     );
     let mut md = String::new();
     md.push_str(&report_head(
@@ -378,13 +463,13 @@ async fn main() -> anyhow::Result<()> {
         args.kib,
         match args.order {
             Order::Blocks => format!(
-                "{}/s; the paths alternate in {rounds} blocks (bare, POST, bare, ...) and the figures pool them.",
+                "{}/s; the paths take turns in {rounds} blocks each (bare, POST, HTTP alone, bare, ...) and the figures pool them.",
                 args.rate
             ),
             Order::Interleaved => format!(
                 "{}/s in all, the paths taking turns call by call (`--order interleaved`: {}/s each).",
                 args.rate,
-                args.rate / 2.0
+                args.rate / 3.0
             ),
         }
     )?;
@@ -417,9 +502,22 @@ async fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         md,
+        "| HTTP alone: the same client and body against a server on ingest's HTTP stack (hyper HTTP/1, axum) that reads the body and answers `202`, nothing else | {h50:.2} ms | {h99:.2} ms | {hmax:.1} ms |"
+    )?;
+    writeln!(
+        md,
         "\nRatio POST / bare: p50 **{:.2}**, p99 **{:.2}**",
         a50 / b50,
         a99 / b99
+    )?;
+    writeln!(
+        md,
+        "\nAt p50 the POST's {a50:.2} ms are about the bare send's {b50:.2}, HTTP alone's {h50:.2} \
+         and {:.2} ms of ingest's own steps (what is left over): an API that answered over this \
+         HTTP once the event is acked, and did nothing else, would be at about {:.2}× the bare \
+         send at p50.",
+        a50 - b50 - h50,
+        (b50 + h50) / b50,
     )?;
     let (lo, hi) = p99_ratio_interval(&bare_all, &latencies);
     writeln!(
@@ -474,8 +572,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &args.csv {
         write_csv(
             path,
-            &bare_all,
-            &bare_rounds,
+            &[
+                ("bare", &bare_all, &bare_rounds),
+                ("http", &alone_ms, &alone_rounds),
+            ],
             &latencies,
             &api_rounds,
             &steps,
