@@ -226,6 +226,23 @@ fn write_csv(
     Ok(())
 }
 
+/// One upload as the bench's client makes it: `body` to `url` with the bench's token. The
+/// answer must be `202`.
+async fn upload(
+    http: &reqwest::Client,
+    url: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<reqwest::Response> {
+    let r = http
+        .post(url)
+        .bearer_auth(docflow_bench::TOKEN)
+        .body(body)
+        .send()
+        .await?;
+    anyhow::ensure!(r.status() == 202, "status {}", r.status());
+    Ok(r)
+}
+
 /// How long an idle connection of [`http_alone`] is kept: ingest's `--header-timeout` default.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -335,25 +352,21 @@ async fn main() -> anyhow::Result<()> {
         Vec::<(String, f64)>::new();
         args.requests
     ]));
-    for i in 0..20 {
-        let r = http
-            .post(&base)
-            .bearer_auth(docflow_bench::TOKEN)
-            .body(document(args.requests + i, args.kib))
-            .send()
-            .await?;
-        anyhow::ensure!(r.status() == 202, "warm-up status {}", r.status());
-    }
+    let warm_up = |url: &String| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            for i in 0..20 {
+                let body = document(args.requests + i, args.kib);
+                upload(&http, &url, body).await.context("warm-up")?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    warm_up(&base).await?;
     let post = |i: usize| {
         let (http, base, docs, steps) = (http.clone(), base.clone(), docs.clone(), steps.clone());
         async move {
-            let r = http
-                .post(&base)
-                .bearer_auth(docflow_bench::TOKEN)
-                .body(docs[i].clone())
-                .send()
-                .await?;
-            anyhow::ensure!(r.status() == 202, "status {}", r.status());
+            let r = upload(&http, &base, docs[i].clone()).await?;
             let timing = r
                 .headers()
                 .get("server-timing")
@@ -372,27 +385,10 @@ async fn main() -> anyhow::Result<()> {
     };
     // HTTP alone: the same client and bodies.
     let alone = http_alone().await.context("serving HTTP alone")?;
-    for i in 0..20 {
-        let r = http
-            .post(&alone)
-            .bearer_auth(docflow_bench::TOKEN)
-            .body(document(args.requests + i, args.kib))
-            .send()
-            .await?;
-        anyhow::ensure!(r.status() == 202, "warm-up status {}", r.status());
-    }
+    warm_up(&alone).await?;
     let http_call = |i: usize| {
         let (http, alone, docs) = (http.clone(), alone.clone(), docs.clone());
-        async move {
-            let r = http
-                .post(&alone)
-                .bearer_auth(docflow_bench::TOKEN)
-                .body(docs[i].clone())
-                .send()
-                .await?;
-            anyhow::ensure!(r.status() == 202, "status {}", r.status());
-            Ok(())
-        }
+        async move { upload(&http, &alone, docs[i].clone()).await.map(drop) }
     };
     let flushed = if args.no_sync {
         None
