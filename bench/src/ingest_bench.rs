@@ -464,7 +464,7 @@ async fn main() -> anyhow::Result<()> {
                 args.rate
             ),
             Order::Interleaved => format!(
-                "{}/s in all, the paths taking turns call by call (`--order interleaved`: {}/s each).",
+                "{}/s in all, the paths taking turns call by call (`--order interleaved`: {:.1}/s each).",
                 args.rate,
                 args.rate / 3.0
             ),
