@@ -409,11 +409,8 @@ async fn main() -> anyhow::Result<()> {
                 })
                 .await?;
                 let a = paced(to - from, args.rate, |i| post(from + i)).await?;
-                (
-                    b,
-                    a,
-                    paced(to - from, args.rate, |i| http_call(from + i)).await?,
-                )
+                let h = paced(to - from, args.rate, |i| http_call(from + i)).await?;
+                (b, a, h)
             }
             Order::Interleaved => {
                 let calls = paced(3 * (to - from), args.rate, |k| -> Call {

@@ -520,6 +520,15 @@ impl CheckAndLink {
     }
 }
 
+/// The sync of a new blob out of what [`CheckAndLink::run`] did (`None` for a blob that was
+/// there, a refusal or a failure).
+fn take_sync<T, E>(done: &mut std::io::Result<Result<Linked<T>, E>>) -> Option<SyncNew> {
+    match done {
+        Ok(Ok(linked)) => linked.sync.take(),
+        _ => None,
+    }
+}
+
 impl SyncNew {
     /// Blocks: the bytes, then the new name. The first sync commits the link with the bytes
     /// (one journal commit on ext4), so the directory's sync finds little left to do.
@@ -785,16 +794,10 @@ impl Blobs {
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let (done, syncing) = if multi_thread {
             let mut done = tokio::task::block_in_place(|| job.run(check));
-            let syncing = match &mut done {
-                Ok(Ok(linked)) => match linked.sync.take() {
-                    Some(sync) => {
-                        Syncing::dir(tokio::task::spawn_blocking(move || sync.run(&root)))
-                    }
-                    // A blob that was already there is synced by `sync_committed`.
-                    None => Syncing::default(),
-                },
-                _ => Syncing::default(),
-            };
+            // A blob that was already there is synced by `sync_committed`.
+            let syncing = take_sync(&mut done).map_or_else(Syncing::default, |sync| {
+                Syncing::dir(tokio::task::spawn_blocking(move || sync.run(&root)))
+            });
             (done, syncing)
         } else {
             // On one blocking thread: the answer comes back once the key is taken, and the
@@ -802,10 +805,7 @@ impl Blobs {
             let (done_tx, done_rx) = tokio::sync::oneshot::channel();
             let task = tokio::task::spawn_blocking(move || {
                 let mut done = job.run(check);
-                let sync = match &mut done {
-                    Ok(Ok(linked)) => linked.sync.take(),
-                    _ => None,
-                };
+                let sync = take_sync(&mut done);
                 let _ = done_tx.send(done);
                 sync.map_or(Ok(()), |sync| sync.run(&root))
             });

@@ -140,6 +140,21 @@ fn pdf() -> Vec<u8> {
     .unwrap()
 }
 
+/// The sample PDF with a comment `tag` after it: other bytes, so a new document.
+fn tagged_pdf(tag: &str) -> Vec<u8> {
+    let mut bytes = pdf();
+    bytes.extend_from_slice(format!("% {tag}\n").as_bytes());
+    bytes
+}
+
+/// An answer's `Server-Timing` header (empty without one).
+fn server_timing(h: &reqwest::header::HeaderMap) -> String {
+    h.get("server-timing")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_produces_and_reports_the_job() {
     let s = Stack::start(Storage::Memory).await;
@@ -296,16 +311,18 @@ async fn duplicates_reuse_the_job_unless_reprocess() {
     let (_, first, h) = s.post(Some(ALICE), "", bytes.clone()).await;
     // A key that was free has no job to read (`check.lookup` did not run); a key that held
     // the bytes already has its job read.
-    let steps = |h: &reqwest::header::HeaderMap| {
-        h.get("server-timing")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    assert!(!steps(&h).contains("check.lookup"), "{}", steps(&h));
+    assert!(
+        !server_timing(&h).contains("check.lookup"),
+        "{}",
+        server_timing(&h)
+    );
     let (status, again, h) = s.post(Some(ALICE), "", bytes.clone()).await;
     assert_eq!(status, StatusCode::ACCEPTED);
-    assert!(steps(&h).contains("check.lookup"), "{}", steps(&h));
+    assert!(
+        server_timing(&h).contains("check.lookup"),
+        "{}",
+        server_timing(&h)
+    );
     assert_eq!(again["job_id"], first["job_id"]);
     assert_eq!(again["duplicate"], true);
     assert_eq!(s.count(), 1, "a duplicate starts no new work");
@@ -325,18 +342,7 @@ async fn duplicates_reuse_the_job_unless_reprocess() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_refuses_uploads_before_their_events() {
     let s = Stack::start(Storage::Sqlite).await;
-    let doc = |tag: &str| {
-        let mut bytes = pdf();
-        bytes.extend_from_slice(format!("% {tag}\n").as_bytes());
-        bytes
-    };
-    let steps = |h: &reqwest::header::HeaderMap| {
-        h.get("server-timing")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (st, first, _) = s.post(Some(ALICE), "", doc("before")).await;
+    let (st, first, _) = s.post(Some(ALICE), "", tagged_pdf("before")).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{first}");
     // Its `accepted` mark is written before the table goes.
     let (st, _) = s.get_job(ALICE, first["job_id"].as_str().unwrap()).await;
@@ -349,11 +355,15 @@ async fn a_database_outage_refuses_uploads_before_their_events() {
         .execute(&db)
         .await
         .unwrap();
-    let (st, body, _) = s.post(Some(ALICE), "", doc("first in the outage")).await;
+    let (st, body, _) = s
+        .post(Some(ALICE), "", tagged_pdf("first in the outage"))
+        .await;
     assert!(st.is_server_error(), "{st} {body}");
     assert_eq!(s.count(), produced + 1, "produced before its record failed");
     for i in 0..2 {
-        let (st, body, _) = s.post(Some(ALICE), "", doc(&format!("later {i}"))).await;
+        let (st, body, _) = s
+            .post(Some(ALICE), "", tagged_pdf(&format!("later {i}")))
+            .await;
         assert!(st.is_server_error(), "{st} {body}");
         assert_eq!(s.count(), produced + 1, "refused before its event: {body}");
     }
@@ -363,14 +373,22 @@ async fn a_database_outage_refuses_uploads_before_their_events() {
         .await
         .unwrap();
     // A new key, read first: the last read failed.
-    let (st, body, h) = s.post(Some(ALICE), "", doc("back")).await;
+    let (st, body, h) = s.post(Some(ALICE), "", tagged_pdf("back")).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{body}");
-    assert!(steps(&h).contains("check.lookup"), "{}", steps(&h));
+    assert!(
+        server_timing(&h).contains("check.lookup"),
+        "{}",
+        server_timing(&h)
+    );
     assert_eq!(s.count(), produced + 2);
     // The database answered: a new key is not read again.
-    let (st, body, h) = s.post(Some(ALICE), "", doc("after")).await;
+    let (st, body, h) = s.post(Some(ALICE), "", tagged_pdf("after")).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{body}");
-    assert!(!steps(&h).contains("check.lookup"), "{}", steps(&h));
+    assert!(
+        !server_timing(&h).contains("check.lookup"),
+        "{}",
+        server_timing(&h)
+    );
     s.finish().await;
 }
 
@@ -697,8 +715,7 @@ async fn broker_outage_is_503_then_recovers() {
     );
     // And again for uploads that arrive while the producer already holds timed-out records.
     for i in 0..2u8 {
-        let mut other = pdf();
-        other.extend_from_slice(format!("% outage {i}\n").as_bytes());
+        let other = tagged_pdf(&format!("outage {i}"));
         let started = std::time::Instant::now();
         let (st, _, _) = s.post(Some(ALICE), "", other).await;
         let took = started.elapsed();
