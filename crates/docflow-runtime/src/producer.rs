@@ -8,22 +8,48 @@ use tracing::Instrument as _;
 
 use crate::RuntimeError;
 
-/// Builds the idempotent producer. `client_id` names the service in broker logs.
+/// Builds the idempotent producer. `client_id` names the service in broker logs. A send
+/// waits up to 1 ms (`linger.ms=1`) for others to share its batch: for outputs that flow
+/// (stage results, dead letters), where a batch of many saves the broker work.
 pub fn idempotent_producer(
     kafka: &KafkaArgs,
     client_id: &str,
 ) -> Result<FutureProducer, RuntimeError> {
+    producer(kafka, client_id, "1")
+}
+
+/// The idempotent producer for a request path, where a caller waits for each send's ack (an
+/// upload's `202`): a send goes to the broker at once (`linger.ms=0`). With `linger.ms=1` a
+/// lone send waited that millisecond out before it left: it was 1.1 of the 1.8 ms the send
+/// and ack took at p50 on ingest's bench (bench/results/ingest.md). Under load records still
+/// share batches: those that arrive while the in-flight requests are out wait together.
+pub fn request_producer(
+    kafka: &KafkaArgs,
+    client_id: &str,
+) -> Result<FutureProducer, RuntimeError> {
+    producer(kafka, client_id, "0")
+}
+
+fn producer(
+    kafka: &KafkaArgs,
+    client_id: &str,
+    linger_ms: &str,
+) -> Result<FutureProducer, RuntimeError> {
+    config(kafka, client_id, linger_ms)
+        .create()
+        .map_err(RuntimeError::kafka("creating producer"))
+}
+
+fn config(kafka: &KafkaArgs, client_id: &str, linger_ms: &str) -> rdkafka::ClientConfig {
     let mut cfg = kafka.client_config(client_id);
     // Defaults first; anything given with -X on the command line already won above, so only
     // set what the operator did not.
     for (k, v) in [
         ("enable.idempotence", "true"),
         ("acks", "all"),
-        // A request waits for its event's ack, and a ?wait= request for two events in
-        // series: librdkafka's 5 ms default was 10 ms of a 25 ms upload-to-thumbnail answer
-        // (bench/results/thumbnails.md). Under load records still batch behind the requests
-        // in flight.
-        ("linger.ms", "1"),
+        // librdkafka's 5 ms default was 10 ms of a 25 ms upload-to-thumbnail answer (two
+        // events in series; bench/results/thumbnails.md).
+        ("linger.ms", linger_ms),
         ("compression.type", "lz4"),
         ("message.timeout.ms", "30000"),
     ] {
@@ -31,8 +57,7 @@ pub fn idempotent_producer(
             cfg.set(k, v);
         }
     }
-    cfg.create()
-        .map_err(RuntimeError::kafka("creating producer"))
+    cfg
 }
 
 /// Why an event could not be sent.
@@ -137,4 +162,26 @@ async fn send_encoded(
             topic: topic.to_owned(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_producers_send_at_once_and_operators_keep_the_last_word() {
+        let mut kafka = KafkaArgs::plaintext("127.0.0.1:9092");
+        assert_eq!(config(&kafka, "x", "1").get("linger.ms"), Some("1"));
+        assert_eq!(config(&kafka, "x", "0").get("linger.ms"), Some("0"));
+        let cfg = config(&kafka, "x", "0");
+        assert_eq!(cfg.get("enable.idempotence"), Some("true"));
+        assert_eq!(cfg.get("acks"), Some("all"));
+        // `-X linger.ms=5` wins over either default.
+        kafka.options.push(("linger.ms".into(), "5".into()));
+        assert_eq!(config(&kafka, "x", "0").get("linger.ms"), Some("5"));
+        assert_eq!(config(&kafka, "x", "1").get("linger.ms"), Some("5"));
+        // Both build (no broker is contacted until a send).
+        assert!(request_producer(&kafka, "x").is_ok());
+        assert!(idempotent_producer(&kafka, "x").is_ok());
+    }
 }

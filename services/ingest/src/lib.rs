@@ -342,7 +342,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
             config.produce_timeout.as_millis().to_string(),
         ));
     }
-    let producer = docflow_runtime::producer::idempotent_producer(&kafka, "docflow-ingest")?;
+    let producer = docflow_runtime::producer::request_producer(&kafka, "docflow-ingest")?;
     let codec = docflow_runtime::codec(&config.registry)?;
     let mut tokens: HashMap<String, String> = config.tokens.iter().cloned().collect();
     if let Some(path) = &config.tokens_file {
