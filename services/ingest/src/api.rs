@@ -438,15 +438,19 @@ async fn upload(
     drop(slot);
     let object_uri = state.blobs.uri(&key);
 
-    // 2. At once: the event produced and acked; the bytes and their directory entry made
-    //    durable, then the job recorded (`stored`). The answer waits for both. The record
-    //    follows the fsyncs rather than running beside them: a `stored` job then always has
-    //    its bytes on disk, and its database commit no longer contends with the file's for
-    //    the disk (the record 0.40 → 0.24 ms at p50 and its worst case from up to 230 ms to
-    //    under 6 ms over four alternating runs; both still finish inside the produce's wait,
-    //    bench/results/ingest.md). When one fails the request fails, even if the event
-    //    went out: the client's retry produces it again and the stages absorb the duplicate
-    //    (a result is keyed by the bytes).
+    // 2. At once, all three: the event produced and acked, the bytes and their directory
+    //    entry made durable, and the job recorded (`stored`). The answer waits for all of
+    //    them. With the send no longer lingering 1 ms (`request_producer`), the fsyncs and
+    //    the record after them had become the longest branch (1.25-1.32 ms against the
+    //    produce's 0.84-0.96 at p50); beside them it is 0.99-1.04 ms, and the POST
+    //    1.87-2.02 -> 1.60-1.72 ms at p50, 3.31-3.54 -> 2.68-2.91 at p99 (two pairs of runs;
+    //    the record itself is slower sharing the disk, 0.45 -> 0.68 ms, but no longer waits
+    //    for the fsyncs; bench/results/ingest.md). Before the answer, a crash of the machine
+    //    can so leave a `stored` record whose bytes did not survive; no client was told
+    //    `202` for it, and its retry stores the bytes again (the record is an upsert). When
+    //    one fails the request fails, even if the event went out: the client's retry
+    //    produces it again and the stages absorb the duplicate (a result is keyed by the
+    //    bytes).
     let job = Job {
         job_id: id.clone(),
         tenant_id: tenant.clone(),
@@ -459,32 +463,20 @@ async fn upload(
         created_at_ms: now_ms(),
         produced_at_ms: None,
     };
-    let durable = state.blobs.sync_committed(&key, committed, syncing);
-    let durable_then_recorded = async {
-        let (durable, fsync_ms) = timed(durable).await;
-        // `None`: not recorded, the bytes could not be made durable.
-        let (recorded, record_ms) = match durable {
-            Ok(()) => {
-                let (recorded, ms) = timed(state.jobs.record_upload(&job)).await;
-                (Some(recorded), ms)
-            }
-            Err(_) => (None, 0.0),
-        };
-        (durable, fsync_ms, recorded, record_ms)
-    };
-    let ((durable, fsync_ms, recorded, record_ms), (produced, produce_ms)) =
-        tokio::join!(durable_then_recorded, timed(produce(&state, &job, &trace)));
-    if let Some(recorded) = &recorded {
-        state
-            .jobs_failing
-            .store(recorded.is_err(), Ordering::Relaxed);
-    }
+    let ((durable, fsync_ms), (recorded, record_ms), (produced, produce_ms)) = tokio::join!(
+        timed(state.blobs.sync_committed(&key, committed, syncing)),
+        timed(state.jobs.record_upload(&job)),
+        timed(produce(&state, &job, &trace))
+    );
+    state
+        .jobs_failing
+        .store(recorded.is_err(), Ordering::Relaxed);
     timing.part("persist.fsync", fsync_ms);
     timing.part("persist.record", record_ms);
     timing.part("persist.produce", produce_ms);
     timing.mark("persist");
     if let Err(e) = produced {
-        if let Some(Ok(())) = recorded {
+        if recorded.is_ok() {
             // Best effort: the record says `stored`; mark why it went no further.
             let _ = state
                 .jobs
@@ -494,9 +486,7 @@ async fn upload(
         return Err(e);
     }
     durable.map_err(store_error)?;
-    if let Some(recorded) = recorded {
-        recorded?;
-    }
+    recorded?;
     // 3. `accepted`: written off the answer's path; reads of this job wait for it.
     state.accepting.mark(
         state.jobs.clone(),
