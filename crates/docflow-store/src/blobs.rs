@@ -414,8 +414,8 @@ impl Drop for Staged {
 }
 
 /// Links the staged file `from` under `target` and removes its staged name, making the
-/// key's directory the first time; a file already at `target` is kept (see
-/// [`Blobs::commit`]).
+/// key's directory the first time; a file already at `target` is kept when it holds the
+/// same bytes, and replaced when it does not (see [`Blobs::commit`]).
 fn link_under(from: &Path, target: &Path) -> std::io::Result<Committed> {
     let mut made_dir = false;
     let mut linked = std::fs::hard_link(from, target);
@@ -437,9 +437,55 @@ fn link_under(from: &Path, target: &Path) -> std::io::Result<Committed> {
             }
             Ok(Committed::New { made_dir })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Committed::Existing),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if same_bytes(from, target)? {
+                return Ok(Committed::Existing);
+            }
+            // Not the bytes its key names: a crash of the machine before an earlier upload's
+            // sync can leave its file linked but short or zero-filled, and kept as it was,
+            // every later upload of the bytes would be acknowledged over it while the stages
+            // refuse it (digest mismatch). Replaced in one step: a reader sees the old file
+            // or the new one.
+            std::fs::rename(from, target)?;
+            tracing::warn!(blob = %target.display(), "a blob that did not hold its key's bytes was replaced");
+            Ok(Committed::New { made_dir: false })
+        }
         Err(e) => Err(e),
     }
+}
+
+/// Whether the files at `a` and `b` hold the same bytes.
+fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+    let (mut a, mut b) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
+    if a.metadata()?.len() != b.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let n = read_full(&mut a, &mut x)?;
+        let m = read_full(&mut b, &mut y)?;
+        if x[..n] != y[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads until `buf` is full or the file ends; how many bytes were read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read as _;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// Syncs the directory that holds `target` (`fsync`); with `made_dir`, every directory from
@@ -565,7 +611,7 @@ pub enum Committed {
         /// Whether the key's directory was made for it.
         made_dir: bool,
     },
-    /// A blob was already under the key (the same bytes); it was kept and the staged one
+    /// A blob with the same bytes was already under the key; it was kept and the staged one
     /// dropped.
     Existing,
 }
@@ -724,11 +770,13 @@ impl Blobs {
     }
 
     /// Puts a staged blob under `key` atomically (a hard link, then the staged name is
-    /// removed: readers see the blob whole or not at all). A blob already under the key is
-    /// kept as it is, never replaced: keys name their bytes (tenant and SHA-256), so it holds
-    /// the same bytes, and replacing it with a file whose sync is still running could leave
-    /// a crash with less than an earlier acknowledged upload had. Says which happened, and
-    /// whether the key's directory was made (see [`Blobs::sync_dir_of`]).
+    /// removed: readers see the blob whole or not at all). A blob already under the key that
+    /// holds the same bytes (compared, one read of each) is kept as it is: keys name their
+    /// bytes (tenant and SHA-256), and replacing it with a file whose sync is still running
+    /// could leave a crash with less than an earlier acknowledged upload had. One that does
+    /// not (cut short or zero-filled by a crash of the machine before its sync) is replaced
+    /// by a rename, reported as [`Committed::New`]. Says which happened, and whether the
+    /// key's directory was made (see [`Blobs::sync_dir_of`]).
     pub async fn commit(&self, mut staged: Staged, key: &Key) -> Result<Committed, BlobError> {
         staged.finish().await?;
         let target = self.store.path_to_filesystem(key)?;
@@ -1099,6 +1147,54 @@ mod tests {
         drop(again);
 
         refused_leaves_nothing(&blobs, &Blobs::key(["t", "bad"])).await;
+        assert_eq!(staging(&blobs), (0, 0), "nothing left staged");
+    }
+
+    /// A blob under its key that is not the key's bytes (what a crash of the machine before
+    /// its sync can leave: the link kept, the bytes cut short or zero-filled) is replaced by
+    /// the next upload of the bytes, on both ways in; one that is the same bytes is kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blob_that_is_not_its_keys_bytes_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(dir.path()).unwrap();
+        let key = Blobs::key(["t", "doc"]);
+        let path = blobs.store.path_to_filesystem(&key).unwrap();
+        let bytes = b"the document's bytes".to_vec();
+        let (committed, syncing, first) = commit_checked(&blobs, &key, &bytes).await;
+        assert_eq!(committed, Committed::New { made_dir: true });
+        syncing.wait().await.unwrap();
+        drop(first);
+
+        // Held in memory (`check_and_commit`): the same length, zero-filled; then cut short.
+        for broken in [vec![0u8; bytes.len()], bytes[..4].to_vec()] {
+            std::fs::write(&path, &broken).unwrap();
+            let (committed, syncing, again) = commit_checked(&blobs, &key, &bytes).await;
+            assert_eq!(committed, Committed::New { made_dir: false }, "replaced");
+            blobs
+                .sync_committed(&key, committed, syncing)
+                .await
+                .unwrap();
+            assert!(!again.path().exists(), "the staged name became the key's");
+            drop(again);
+            assert_eq!(blobs.get(&key).await.unwrap(), Some(bytes.clone().into()));
+        }
+        // The right bytes are kept.
+        let (committed, _, again) = commit_checked(&blobs, &key, &bytes).await;
+        assert_eq!(committed, Committed::Existing);
+        drop(again);
+
+        // Streamed to its file (`commit`): an empty file under the key.
+        std::fs::write(&path, b"").unwrap();
+        let mut staged = blobs.stage_buffered(4);
+        staged.write(&bytes).await.unwrap();
+        let syncing = staged.flush().await.unwrap();
+        let committed = blobs.commit(staged, &key).await.unwrap();
+        assert_eq!(committed, Committed::New { made_dir: false });
+        blobs
+            .sync_committed(&key, committed, syncing)
+            .await
+            .unwrap();
+        assert_eq!(blobs.get(&key).await.unwrap(), Some(bytes.clone().into()));
         assert_eq!(staging(&blobs), (0, 0), "nothing left staged");
     }
 

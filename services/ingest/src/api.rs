@@ -418,7 +418,9 @@ async fn upload(
     // 1. The bytes under their key: visible there before the event is produced, so a stage
     //    finds them (while the machine stays up; after a crash of the machine, only an
     //    answered upload's bytes are sure to be there). A blob already under the key is
-    //    kept, never replaced.
+    //    kept when it holds these bytes, and replaced when it does not (a crash of the
+    //    machine before its fsync left it short or zero-filled): the upload then goes on as
+    //    a new one, its event produced again.
     let (committed, syncing) = match stored {
         Stored::Linked(committed, syncing) => {
             // A duplicate's staged copy goes now, not when the answer is sent.

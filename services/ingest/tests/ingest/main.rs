@@ -335,6 +335,40 @@ async fn duplicates_reuse_the_job_unless_reprocess() {
     s.finish().await;
 }
 
+/// A crash of the machine before an upload's fsync can leave its blob linked under the key
+/// but zero-filled or cut short, with no `202` given for it. The client's retry must put the
+/// right bytes there, not be acknowledged over the broken blob (the stages would refuse it
+/// for ever: its bytes do not hash to the document id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_repairs_a_blob_a_crash_left_broken() {
+    let s = Stack::start(Storage::Memory).await;
+    let bytes = tagged_pdf("spoiled by a crash");
+    let (status, first, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let id = first["job_id"].as_str().unwrap();
+    let blob = s.objects.join("alice").join(id);
+    assert_eq!(std::fs::read(&blob).unwrap(), bytes);
+    let produced = s.count();
+    for broken in [vec![0u8; bytes.len()], bytes[..100].to_vec()] {
+        std::fs::write(&blob, &broken).unwrap();
+        let (status, again, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{again}");
+        assert_eq!(again["job_id"], first["job_id"]);
+        assert_eq!(
+            std::fs::read(&blob).unwrap(),
+            bytes,
+            "the blob is whole again"
+        );
+    }
+    // Each repair went out as a new upload, so the stages read the whole bytes.
+    assert_eq!(s.count(), produced + 2);
+    // Whole now: the next upload is a duplicate again.
+    let (_, dup, _) = s.post(Some(ALICE), "", bytes.clone()).await;
+    assert_eq!(dup["duplicate"], true);
+    assert_eq!(s.count(), produced + 2);
+    s.finish().await;
+}
+
 /// A new document's job is not read before its event goes out (its key was free), so the
 /// first upload in a database outage is produced and then refused (its record fails); from
 /// then on the job is read first again, and uploads are refused before their events go out,
