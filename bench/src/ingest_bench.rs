@@ -134,7 +134,7 @@ fn step_meaning(name: &str) -> &'static str {
             "PDF checked, file written and linked under its key (its fsync starts); the job read (duplicate check) when the key held a blob already, or beside the rest for bodies over 1 MiB"
         }
         "store" => {
-            "(bodies over 1 MiB only) staged file linked under its key (a blob already there is kept)"
+            "(bodies over 1 MiB only) staged file linked under its key (a blob already there with the same bytes is kept)"
         }
         "persist" => {
             "at once: encode + produce + broker ack; file and directory fsynced; the job record written"

@@ -444,8 +444,10 @@ fn link_under(from: &Path, target: &Path) -> std::io::Result<Committed> {
             // Not the bytes its key names: a crash of the machine before an earlier upload's
             // sync can leave its file linked but short or zero-filled, and kept as it was,
             // every later upload of the bytes would be acknowledged over it while the stages
-            // refuse it (digest mismatch). Replaced in one step: a reader sees the old file
-            // or the new one.
+            // refuse it (digest mismatch). Replaced in one step (a reader sees the old file
+            // or the new one), by bytes already on disk: two retries replacing it at once
+            // must not leave the one answered first under a file whose sync never finished.
+            std::fs::File::open(from)?.sync_data()?;
             std::fs::rename(from, target)?;
             tracing::warn!(blob = %target.display(), "a blob that did not hold its key's bytes was replaced");
             Ok(Committed::New { made_dir: false })
@@ -454,16 +456,23 @@ fn link_under(from: &Path, target: &Path) -> std::io::Result<Committed> {
     }
 }
 
-/// Whether the files at `a` and `b` hold the same bytes.
-fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
-    let (mut a, mut b) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
-    if a.metadata()?.len() != b.metadata()?.len() {
+/// Whether the file at `target` holds the bytes of the staged file at `staged`. A target
+/// that cannot be read does not (it is replaced); a staged file that cannot be read is an
+/// error.
+fn same_bytes(staged: &Path, target: &Path) -> std::io::Result<bool> {
+    let mut a = std::fs::File::open(staged)?;
+    let Ok(mut b) = std::fs::File::open(target) else {
+        return Ok(false);
+    };
+    if Some(a.metadata()?.len()) != b.metadata().ok().map(|m| m.len()) {
         return Ok(false);
     }
     let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
     loop {
         let n = read_full(&mut a, &mut x)?;
-        let m = read_full(&mut b, &mut y)?;
+        let Ok(m) = read_full(&mut b, &mut y) else {
+            return Ok(false);
+        };
         if x[..n] != y[..m] {
             return Ok(false);
         }
@@ -1182,6 +1191,30 @@ mod tests {
         let (committed, _, again) = commit_checked(&blobs, &key, &bytes).await;
         assert_eq!(committed, Committed::Existing);
         drop(again);
+
+        // Past the first 64 KiB read: one byte flipped in the fourth.
+        let big_key = Blobs::key(["t", "big"]);
+        let big: Vec<u8> = (0..200 * 1024).map(|i| (i % 251) as u8).collect();
+        let (committed, syncing, first) = commit_checked(&blobs, &big_key, &big).await;
+        assert_eq!(committed, Committed::New { made_dir: false });
+        syncing.wait().await.unwrap();
+        drop(first);
+        let (committed, _, again) = commit_checked(&blobs, &big_key, &big).await;
+        assert_eq!(committed, Committed::Existing, "the same 200 KiB");
+        drop(again);
+        let big_path = blobs.store.path_to_filesystem(&big_key).unwrap();
+        let mut flipped = big.clone();
+        flipped[150 * 1024] ^= 1;
+        std::fs::write(&big_path, &flipped).unwrap();
+        let (committed, syncing, again) = commit_checked(&blobs, &big_key, &big).await;
+        assert_eq!(
+            committed,
+            Committed::New { made_dir: false },
+            "one byte off"
+        );
+        syncing.wait().await.unwrap();
+        drop(again);
+        assert_eq!(std::fs::read(&big_path).unwrap(), big);
 
         // Streamed to its file (`commit`): an empty file under the key.
         std::fs::write(&path, b"").unwrap();

@@ -299,7 +299,8 @@ async fn upload(
     // never reach the disk), and its fsync starts on a blocking thread. Only when its key
     // held a blob already is the job read: a job is recorded only after its bytes are under
     // their key, and blobs are never removed, so a key that was free has no job to find
-    // (a blob removed by hand makes its next upload new again). Without a thread to wake for
+    // (a blob removed by hand, or a link lost in a crash of the machine, makes its next
+    // upload new again: its record only counts it). Without a thread to wake for
     // the store, the read beside it was what this step waited for; now a new upload has
     // neither (this step 0.19-0.28 -> 0.10-0.16 ms at p50, 0.41-0.83 -> 0.18-0.30 at p99 over
     // seven alternating runs of ingest-bench). A bigger body is read back from its file to be
@@ -445,14 +446,16 @@ async fn upload(
     //    them. With the send no longer lingering 1 ms (`request_producer`), the fsyncs and
     //    the record after them had become the longest branch (1.25-1.32 ms against the
     //    produce's 0.84-0.96 at p50); beside them it is 0.99-1.04 ms, and the POST
-    //    1.87-2.02 -> 1.60-1.72 ms at p50, 3.31-3.54 -> 2.68-2.91 at p99 (two pairs of runs;
-    //    the record itself is slower sharing the disk, 0.45 -> 0.68 ms, but no longer waits
-    //    for the fsyncs; bench/results/ingest.md). Before the answer, a crash of the machine
-    //    can so leave a `stored` record whose bytes did not survive; no client was told
-    //    `202` for it, and its retry stores the bytes again (the record is an upsert). When
-    //    one fails the request fails, even if the event went out: the client's retry
-    //    produces it again and the stages absorb the duplicate (a result is keyed by the
-    //    bytes).
+    //    1.87-2.02 -> 1.60-1.72 ms at p50, 3.31-3.55 -> 2.68-2.91 at p99 (four runs against
+    //    two; the record itself is slower sharing the disk, 0.45 -> 0.68 ms, but no longer
+    //    waits for the fsyncs; bench/results/ingest.md). So a `stored` record no longer
+    //    means the bytes are on disk: a crash of the machine before the answer, or an fsync
+    //    that fails (503), can leave one whose bytes are not. No client was told `202` for
+    //    it; its retry puts the bytes under the key again (a broken blob there is replaced)
+    //    and records the upload again (a second record only counts it). When one fails the
+    //    request fails, even if the event went out: the client's retry produces it again
+    //    and the stages absorb the duplicate (a result is keyed by the bytes). A failed
+    //    produce is answered first (503 naming the broker), whatever else failed.
     let job = Job {
         job_id: id.clone(),
         tenant_id: tenant.clone(),

@@ -7,9 +7,10 @@
 //! answers `202 Accepted` with the job id (the document id). The same bytes uploaded again
 //! return the same job id without new work unless `?reprocess=true`.
 //!
-//! Order of effects: blob, then job record, then event. A failure after the blob leaves a
-//! job record in state `produce_failed` (never an orphaned blob without a record); the next
-//! upload of the same bytes retries the produce.
+//! Order of effects: the blob under its key first (a stage that gets the event finds it);
+//! then at once its fsyncs, the job record (`stored`) and the event, the answer waiting for
+//! all three. A produce that fails marks the recorded job `produce_failed`; a failure of
+//! any of the three answers 503, and the next upload of the same bytes does them again.
 
 use std::collections::HashMap;
 use std::future::Future;
