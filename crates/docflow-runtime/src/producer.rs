@@ -43,17 +43,19 @@ fn producer(
 fn config(kafka: &KafkaArgs, client_id: &str, linger_ms: &str) -> rdkafka::ClientConfig {
     let mut cfg = kafka.client_config(client_id);
     // Defaults first; anything given with -X on the command line already won above, so only
-    // set what the operator did not.
-    for (k, v) in [
-        ("enable.idempotence", "true"),
-        ("acks", "all"),
+    // set what the operator did not, under its name or librdkafka's other name for it (with
+    // both in the configuration, which one librdkafka applies last is not defined).
+    for (k, alias, v) in [
+        ("enable.idempotence", None, "true"),
+        ("acks", Some("request.required.acks"), "all"),
         // librdkafka's 5 ms default was 10 ms of a 25 ms upload-to-thumbnail answer (two
         // events in series; bench/results/thumbnails.md).
-        ("linger.ms", linger_ms),
-        ("compression.type", "lz4"),
-        ("message.timeout.ms", "30000"),
+        ("linger.ms", Some("queue.buffering.max.ms"), linger_ms),
+        ("compression.type", Some("compression.codec"), "lz4"),
+        ("message.timeout.ms", Some("delivery.timeout.ms"), "30000"),
     ] {
-        if !kafka.options.iter().any(|(key, _)| key == k) {
+        let given = |key: &String| key == k || Some(key.as_str()) == alias;
+        if !kafka.options.iter().any(|(key, _)| given(key)) {
             cfg.set(k, v);
         }
     }
@@ -180,6 +182,20 @@ mod tests {
         kafka.options.push(("linger.ms".into(), "5".into()));
         assert_eq!(config(&kafka, "x", "0").get("linger.ms"), Some("5"));
         assert_eq!(config(&kafka, "x", "1").get("linger.ms"), Some("5"));
+        // So does librdkafka's other name for it, which is then the only one set.
+        let mut aliased = KafkaArgs::plaintext("127.0.0.1:9092");
+        aliased
+            .options
+            .push(("queue.buffering.max.ms".into(), "7".into()));
+        aliased
+            .options
+            .push(("request.required.acks".into(), "1".into()));
+        let cfg = config(&aliased, "x", "0");
+        assert_eq!(cfg.get("queue.buffering.max.ms"), Some("7"));
+        assert_eq!(cfg.get("linger.ms"), None);
+        assert_eq!(cfg.get("request.required.acks"), Some("1"));
+        assert_eq!(cfg.get("acks"), None);
+        assert_eq!(cfg.get("compression.type"), Some("lz4"));
         // Both build (no broker is contacted until a send).
         assert!(request_producer(&kafka, "x").is_ok());
         assert!(idempotent_producer(&kafka, "x").is_ok());
