@@ -460,41 +460,26 @@ fn link_under(from: &Path, target: &Path) -> std::io::Result<Committed> {
 /// that cannot be read does not (it is replaced); a staged file that cannot be read is an
 /// error.
 fn same_bytes(staged: &Path, target: &Path) -> std::io::Result<bool> {
+    use std::io::Read as _;
     let mut a = std::fs::File::open(staged)?;
     let Ok(mut b) = std::fs::File::open(target) else {
         return Ok(false);
     };
-    if Some(a.metadata()?.len()) != b.metadata().ok().map(|m| m.len()) {
+    let len = a.metadata()?.len();
+    if b.metadata().ok().map(|m| m.len()) != Some(len) {
         return Ok(false);
     }
     let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    loop {
-        let n = read_full(&mut a, &mut x)?;
-        let Ok(m) = read_full(&mut b, &mut y) else {
+    let mut left = len;
+    while left > 0 {
+        let n = usize::try_from(left).map_or(x.len(), |l| l.min(x.len()));
+        a.read_exact(&mut x[..n])?;
+        if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
             return Ok(false);
-        };
-        if x[..n] != y[..m] {
-            return Ok(false);
         }
-        if n == 0 {
-            return Ok(true);
-        }
+        left -= n as u64;
     }
-}
-
-/// Reads until `buf` is full or the file ends; how many bytes were read.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::io::Read as _;
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
+    Ok(true)
 }
 
 /// Syncs the directory that holds `target` (`fsync`); with `made_dir`, every directory from
