@@ -252,7 +252,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// ingest's own work: no middleware (span, metrics), auth, hash, check, disk, database,
 /// broker or `Server-Timing`. Returns its URL.
 async fn http_alone() -> anyhow::Result<String> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
     use tower::ServiceExt as _;
     let accept = |body: axum::body::Bytes| async move {
         // A job id of ingest's length.
@@ -273,10 +273,7 @@ async fn http_alone() -> anyhow::Result<String> {
         .layer(axum::extract::DefaultBodyLimit::disable());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
-        .keep_alive(true);
+    let http = docflow_ingest::http1(HEADER_TIMEOUT);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let _ = stream.set_nodelay(true);

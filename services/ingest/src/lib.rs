@@ -428,6 +428,17 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// waiting for results with `?wait=` answers 202 with its job id at once), then the producer
 /// is flushed.
 ///
+/// HTTP/1 as ingest serves it: keep-alive, and a clock, so that a client that does not send
+/// its headers within `header_timeout` is disconnected (see [`serve`], which also turns off
+/// each connection's Nagle delay). The ingest bench serves its HTTP-alone path with it.
+pub fn http1(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    http
+}
+
 /// Connections are served by hyper directly (not `axum::serve`) to give them a clock: a
 /// client that does not send its headers within `--header-timeout` (a slowloris, an idle
 /// keep-alive connection) is disconnected, instead of being held forever.
@@ -436,7 +447,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
     use tower::ServiceExt;
 
     if let Ok(addr) = listener.local_addr() {
@@ -449,10 +460,7 @@ pub async fn serve(
         state.processed_topic.clone(),
         state.stopping.clone(),
     ));
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(state.header_timeout)
-        .keep_alive(true);
+    let http = http1(state.header_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
