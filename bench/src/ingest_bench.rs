@@ -15,6 +15,7 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::{paced, percentiles, report_head};
 use docflow_events::{DocUploaded, EventCodec, document_id};
+use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::{request_producer, send_event};
 use docflow_runtime::trace::TraceContext;
 
@@ -294,11 +295,6 @@ impl DiskAlone {
             .check_and_commit(&mut staged, &key, passes)
             .await?;
         drop(staged);
-        let now_ms = || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        };
         let job = docflow_store::Job {
             job_id: id.clone(),
             tenant_id: DISK_TENANT.into(),

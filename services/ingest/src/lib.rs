@@ -424,10 +424,6 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
 /// Longest in-flight requests get to finish after the shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves the API on `listener` until `shutdown`; in-flight requests finish (a request
-/// waiting for results with `?wait=` answers 202 with its job id at once), then the producer
-/// is flushed.
-///
 /// HTTP/1 as ingest serves it: keep-alive, and a clock, so that a client that does not send
 /// its headers within `header_timeout` is disconnected (see [`serve`], which also turns off
 /// each connection's Nagle delay). The ingest bench serves its HTTP-alone path with it.
@@ -439,6 +435,10 @@ pub fn http1(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
     http
 }
 
+/// Serves the API on `listener` until `shutdown`; in-flight requests finish (a request
+/// waiting for results with `?wait=` answers 202 with its job id at once), then the producer
+/// is flushed.
+///
 /// Connections are served by hyper directly (not `axum::serve`) to give them a clock: a
 /// client that does not send its headers within `--header-timeout` (a slowloris, an idle
 /// keep-alive connection) is disconnected, instead of being held forever.
