@@ -34,6 +34,11 @@ const MAX_FRAME: u32 = 1 << 30;
 /// Bytes of a dead worker's stderr kept to tell why it died.
 const STDERR_TAIL: usize = 4096;
 
+/// How a worker's panic hook starts the one line it writes to stderr: the panic's message
+/// and location follow (`… at src/file.rs:412:13`). The pool reports that line, whatever
+/// the runtime prints after it (a backtrace, `note: run with RUST_BACKTRACE=1`).
+pub const PANIC_LINE: &str = "docflow worker panicked: ";
+
 /// Limits of a stage's worker processes.
 #[derive(Debug, Clone, Args)]
 pub struct IsolationArgs {
@@ -303,12 +308,7 @@ impl WorkerPool {
             String::from_utf8_lossy(&t.iter().copied().collect::<Vec<u8>>()).into_owned()
         };
         let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
-        // The worker's own error line when it has one (a backtrace may follow it).
-        let said = stderr
-            .lines()
-            .find(|l| l.starts_with("Error") || l.starts_with("fatal"))
-            .or_else(|| stderr.trim().lines().last())
-            .unwrap_or("(empty)");
+        let said = last_words(&stderr);
         let detail = format!(
             "{}; stderr: {said}",
             status.map_or_else(|| "no exit status".to_owned(), |s| s.to_string()),
@@ -339,6 +339,39 @@ impl WorkerPool {
             IsolationError::Crashed { detail }
         }
     }
+}
+
+/// What a dead worker's stderr says about its death: its panic line (the last, should there
+/// be several), else its own error line (a backtrace may follow it), else its last line.
+fn last_words(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .rfind(|l| l.starts_with(PANIC_LINE))
+        .or_else(|| {
+            stderr
+                .lines()
+                .find(|l| l.starts_with("Error") || l.starts_with("fatal"))
+        })
+        .or_else(|| stderr.trim().lines().last())
+        .unwrap_or("(empty)")
+}
+
+/// Writes a panic's message and location as one [`PANIC_LINE`] line on stderr.
+fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
+    use std::io::Write;
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a panic without a message)");
+    let location = info.location().map_or_else(
+        || "an unknown location".to_owned(),
+        |l| format!("{}:{}:{}", l.file(), l.line(), l.column()),
+    );
+    // One line, whatever the message holds.
+    let message = message.replace(['\n', '\r'], " ");
+    let _ = writeln!(std::io::stderr(), "{PANIC_LINE}{message} at {location}");
 }
 
 async fn exchange(worker: &mut Worker, job: &[u8]) -> std::io::Result<(u8, Vec<u8>)> {
@@ -396,6 +429,9 @@ impl WorkerInvocation {
         mut job: impl FnMut(&[u8]) -> Result<Vec<u8>, String>,
     ) -> std::io::Result<()> {
         use std::io::{Read, Write};
+        // A panic ends the worker (its state may be half-updated; a fresh one replaces it),
+        // but its message and location reach the dead letter.
+        std::panic::set_hook(Box::new(report_panic));
         rlimit::setrlimit(rlimit::Resource::DATA, self.memory, self.memory)?;
         let mut stdin = std::io::stdin().lock();
         let mut stdout = std::io::stdout().lock();
@@ -434,17 +470,68 @@ impl WorkerInvocation {
     }
 }
 
+/// A worker's memory, from `/proc/self/status` (Linux), in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MemoryUse {
+    /// Resident now (`VmRSS`).
+    pub rss_bytes: u64,
+    /// Most resident since the last [`MemoryUse::reset_peak`] (`VmHWM`).
+    pub peak_rss_bytes: u64,
+    /// Heap and private mappings, what `--worker-memory` limits (`VmData`).
+    pub data_bytes: u64,
+}
+
+impl MemoryUse {
+    /// This process's memory now; `None` where `/proc` cannot tell.
+    pub fn now() -> Option<Self> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let field = |name: &str| -> Option<u64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            let kib: u64 = line[name.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(kib * 1024)
+        };
+        Some(MemoryUse {
+            rss_bytes: field("VmRSS:")?,
+            peak_rss_bytes: field("VmHWM:")?,
+            data_bytes: field("VmData:")?,
+        })
+    }
+
+    /// Starts a new peak (`VmHWM` back to the current RSS; Linux 4.0 and later): a worker
+    /// does this before each job, so each job's peak is its own.
+    pub fn reset_peak() {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+}
+
 /// The RLIMIT_CPU (soft, hard) for a job: `per_job` seconds past `used`, under the
 /// unchanged hard limit.
 fn cpu_limit(used: u64, per_job: u64, hard: u64) -> (u64, u64) {
     (used.saturating_add(per_job).min(hard), hard)
 }
 
-/// CPU seconds this process has used (Linux: `/proc/self/schedstat`, nanoseconds on CPU).
+/// CPU seconds this process has used, rounded up: what RLIMIT_CPU counts.
 fn cpu_used_secs() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/schedstat").ok()?;
-    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
-    Some(ns.div_ceil(1_000_000_000))
+    Some(process_cpu_seconds()?.ceil() as u64)
+}
+
+/// CPU time this process has used, every thread of it (a model's thread pool included),
+/// in seconds: `utime + stime` of `/proc/self/stat`, in the kernel's fixed 100 Hz user
+/// ticks. (`/proc/self/schedstat` counts the main thread alone.)
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may hold spaces and parentheses: fields are counted after its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // After the name: state (3), ppid (4), ... utime (14), stime (15).
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 #[cfg(test)]
@@ -498,6 +585,46 @@ mod tests {
         );
     }
 
+    /// The CPU a thread other than the main one burns is the process's (RLIMIT_CPU counts
+    /// it; a worker's model runs on a thread pool).
+    #[test]
+    fn cpu_time_counts_every_thread() {
+        let before = process_cpu_seconds().unwrap();
+        std::thread::spawn(|| {
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(700) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let used = process_cpu_seconds().unwrap() - before;
+        // Not all 0.7 s on a loaded machine, but far more than the main thread's nothing.
+        assert!(used >= 0.2, "{used} s");
+    }
+
+    #[test]
+    fn memory_use_is_read_and_its_peak_reset() {
+        let before = MemoryUse::now().unwrap();
+        assert!(before.rss_bytes > 0 && before.peak_rss_bytes >= before.rss_bytes);
+        assert!(before.data_bytes > 0);
+        // 64 MiB touched, then freed: the peak stays until it is reset.
+        let big = std::hint::black_box(vec![1u8; 64 << 20]);
+        let during = MemoryUse::now().unwrap();
+        drop(big);
+        assert!(
+            during.peak_rss_bytes >= before.rss_bytes + (60 << 20),
+            "{during:?}"
+        );
+        MemoryUse::reset_peak();
+        let after = MemoryUse::now().unwrap();
+        assert!(
+            after.peak_rss_bytes < during.peak_rss_bytes,
+            "{after:?} vs {during:?}"
+        );
+    }
+
     #[test]
     fn sizes_parse() {
         assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
@@ -525,6 +652,74 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
         // A failed worker is not reused.
         assert!(stuck.idle.lock().unwrap().is_empty());
+    }
+
+    /// The example worker (`examples/isolated_worker.rs`), which `cargo test` builds beside
+    /// this test binary.
+    fn example_worker() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let profile = exe.parent().and_then(std::path::Path::parent).unwrap();
+        let path = profile.join("examples").join("isolated_worker");
+        assert!(
+            path.is_file(),
+            "{} is not built (`cargo test -p docflow-stage` builds the examples)",
+            path.display()
+        );
+        path
+    }
+
+    /// A real Rust worker running [`WorkerInvocation::serve`]: answers, refusals, a panic
+    /// reported by its message and location (not by the runtime's last line of advice), an
+    /// allocation past the memory limit, and a fresh worker after each death.
+    #[tokio::test]
+    async fn a_real_worker_answers_refuses_and_reports_its_panic() {
+        let pool = WorkerPool::new(
+            IsolationArgs {
+                worker_memory: 256 << 20,
+                stage_memory: 1 << 30,
+                worker_cpu: Duration::from_secs(10),
+                worker_timeout: Duration::from_secs(30),
+                worker_exe: Some(example_worker()),
+            },
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(pool.run(b"echo hello").await.unwrap(), b"hello");
+        match pool.run(b"refuse not a PDF").await {
+            Err(IsolationError::Job(m)) => assert_eq!(m, "not a PDF"),
+            other => panic!("{other:?}"),
+        }
+        let err = pool
+            .run(b"panic comparison does not implement a total order")
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), "worker_crashed", "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(
+                "docflow worker panicked: comparison does not implement a total order at \
+                 crates/docflow-stage/examples/isolated_worker.rs:"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("exit status: 101"), "{text}");
+        let err = pool.run(b"grow").await.unwrap_err();
+        assert_eq!(err.class(), "memory_limit", "{err}");
+        assert_eq!(pool.run(b"echo again").await.unwrap(), b"again");
+    }
+
+    #[test]
+    fn the_panic_line_wins_over_what_follows_it() {
+        let stderr = "loading\n\
+            docflow worker panicked: index out of bounds at src/a.rs:1:2\n\
+            note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            last_words(stderr),
+            "docflow worker panicked: index out of bounds at src/a.rs:1:2"
+        );
+        assert_eq!(last_words("Error: no model\nat main\n"), "Error: no model");
+        assert_eq!(last_words("a\nb\n"), "b");
+        assert_eq!(last_words(""), "(empty)");
     }
 
     /// A real worker: this test binary's own `serve` loop is not reachable from here, so a
