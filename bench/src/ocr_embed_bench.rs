@@ -111,6 +111,7 @@ fn extractor(threads: usize) -> anyhow::Result<Extractor> {
         threads,
         max_side: 2000,
         min_confidence: 0.5,
+        orientation: true,
     })?;
     Ok(Extractor::new(
         &pdfium_library(),

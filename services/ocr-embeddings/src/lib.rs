@@ -19,7 +19,9 @@ use clap::Parser;
 use docflow_config::TelemetryArgs;
 use docflow_embed::{Batcher, EmbedArgs, Embedder};
 use docflow_stage::StageArgs;
-use docflow_stage::isolate::{IsolationArgs, IsolationError, WorkerInvocation, WorkerPool};
+use docflow_stage::isolate::{
+    self, IsolationArgs, IsolationError, MemoryUse, WorkerInvocation, WorkerPool,
+};
 
 pub mod ocr;
 pub mod pages;
@@ -76,8 +78,8 @@ pub struct Config {
 /// How pages are read, and the limits of one document.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReadArgs {
-    /// Directory of the PP-OCR models (`PP-OCRv6_det_small.onnx`, `PP-OCRv6_rec_small.onnx`;
-    /// `make tools` links it as .tools/models/ppocr).
+    /// Directory of the PP-OCR models (`PP-OCRv6_det_small.onnx`, `PP-OCRv6_rec_small.onnx`,
+    /// `ch_ppocr_mobile_v2.0_cls_mobile.onnx`; `make tools` links it as .tools/models/ppocr).
     #[arg(
         long,
         env = "DOCFLOW_OCR_MODELS",
@@ -104,6 +106,16 @@ pub struct ReadArgs {
     /// OCR lines under this mean character confidence are dropped.
     #[arg(long, env = "DOCFLOW_OCR_MIN_CONFIDENCE", default_value_t = 0.5)]
     pub ocr_min_confidence: f32,
+
+    /// Find each scanned page's orientation (0/90/180/270 degrees) and read it upright
+    /// (`false`: pages are read as they come, for input known to be upright).
+    #[arg(
+        long,
+        env = "DOCFLOW_OCR_ORIENTATION",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub ocr_orientation: bool,
 
     /// Resolution pages without a text layer are rasterised at (then capped by
     /// --ocr-max-side and --max-page-pixels).
@@ -142,6 +154,7 @@ impl ReadArgs {
             ("--ocr-threads", self.ocr_threads.to_string()),
             ("--ocr-max-side", self.ocr_max_side.to_string()),
             ("--ocr-min-confidence", self.ocr_min_confidence.to_string()),
+            ("--ocr-orientation", self.ocr_orientation.to_string()),
             ("--dpi", self.dpi.to_string()),
             ("--max-pages", self.max_pages.to_string()),
             ("--max-page-pixels", self.max_page_pixels.to_string()),
@@ -157,11 +170,13 @@ impl ReadArgs {
     pub fn check_files(&self, pdfium_lib: &Path) -> Result<(), String> {
         let det = self.ocr_models.join(ocr::DET_MODEL);
         let rec = self.ocr_models.join(ocr::REC_MODEL);
+        let cls = self.ocr_models.join(ocr::CLS_MODEL);
         for (what, path) in [
             ("libpdfium", pdfium_lib),
             ("onnxruntime library", self.onnxruntime_lib.as_path()),
             ("OCR detection model", det.as_path()),
             ("OCR recognition model", rec.as_path()),
+            ("OCR orientation model", cls.as_path()),
         ] {
             if !path.is_file() {
                 return Err(format!(
@@ -179,12 +194,19 @@ impl Config {
     /// tools are those under `tools_dir` (a checkout's `.tools`), every other setting keeps
     /// its command-line default.
     pub fn local(stage: StageArgs, tools_dir: &Path) -> Result<Self, clap::Error> {
+        let mut config = Self::with_tools(tools_dir)?;
+        config.stage = stage;
+        Ok(config)
+    }
+
+    /// Every setting at its command-line default, the tools (libraries, models) those under
+    /// `tools_dir` (a checkout's `.tools`): for benchmarks and tests of the page reading.
+    pub fn with_tools(tools_dir: &Path) -> Result<Self, clap::Error> {
         let mut config = Self::try_parse_from(["docflow-ocr-embeddings"])?;
         config.pdfium_lib = tools_dir.join("lib/libpdfium.so");
         config.read.ocr_models = tools_dir.join("models/ppocr");
         config.read.onnxruntime_lib = tools_dir.join("lib/libonnxruntime.so");
         config.embed.embed_model_dir = tools_dir.join("models/minilm");
-        config.stage = stage;
         Ok(config)
     }
 }
@@ -287,6 +309,7 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
         threads: read.ocr_threads,
         max_side: read.ocr_max_side,
         min_confidence: read.ocr_min_confidence,
+        orientation: read.ocr_orientation,
     })?;
     let limits = pages::Limits {
         max_pages: read.max_pages,
@@ -297,10 +320,16 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
     };
     let mut extractor = pages::Extractor::new(&config.pdfium_lib, engine, limits)?;
     worker.serve(|bytes| {
+        MemoryUse::reset_peak();
+        let cpu = isolate::process_cpu_seconds();
         extractor
             .extract(bytes)
             .map_err(|e| format!("{}\n{e}", e.class()))
-            .and_then(|x| {
+            .and_then(|mut x| {
+                x.memory = MemoryUse::now();
+                x.cpu_seconds = cpu
+                    .zip(isolate::process_cpu_seconds())
+                    .map(|(before, after)| after - before);
                 serde_json::to_vec(&x).map_err(|e| format!("{}\n{e}", stage::class::OCR_FAILED))
             })
     })?;

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use docflow_stage::isolate::MemoryUse;
 use docflow_stage::media::{self, MediaError};
 use image::{DynamicImage, RgbImage};
 use pdfium_render::prelude::{PdfRenderConfig, Pdfium};
@@ -23,6 +24,20 @@ pub struct Page {
     pub confidence: Option<f32>,
     /// The text, lines separated by `\n`.
     pub text: String,
+    /// OCR only: the size of the image read (pixels), the space of the lines' boxes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<(u32, u32)>,
+    /// OCR only: degrees clockwise the page was turned to read it upright (0, 90, 180, 270).
+    #[serde(default)]
+    pub rotation: u16,
+    /// OCR only: each line read, with its box (in the image's pixels, as it was before any
+    /// turn) and confidence, in reading order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<Line>,
+    /// OCR only: text boxes found past the page's cap and not read (never silently: the
+    /// stage counts them and marks the page).
+    #[serde(default)]
+    pub dropped_boxes: usize,
 }
 
 /// What a worker answers for one document.
@@ -32,6 +47,12 @@ pub struct Extracted {
     pub pages: Vec<Page>,
     /// Pixels rasterised or decoded for OCR.
     pub ocr_pixels: u64,
+    /// The worker's memory after the document (its peak: during the document).
+    #[serde(default)]
+    pub memory: Option<MemoryUse>,
+    /// CPU time the worker spent on the document, every thread, seconds.
+    #[serde(default)]
+    pub cpu_seconds: Option<f64>,
 }
 
 /// Limits of one document, checked before the expensive work.
@@ -177,12 +198,16 @@ impl Extractor {
     }
 
     fn ocr_page(&mut self, page: u32, image: &RgbImage) -> Result<Page, PageError> {
-        let lines = self.ocr.read(image)?;
+        let reading = self.ocr.read(image)?;
         Ok(Page {
             page,
             source: "ocr".to_owned(),
-            confidence: confidence(&lines),
-            text: join_lines(&lines),
+            confidence: confidence(&reading.lines),
+            text: join_lines(&reading.lines),
+            size: Some(image.dimensions()),
+            rotation: reading.rotation,
+            lines: reading.lines,
+            dropped_boxes: reading.dropped_boxes,
         })
     }
 
@@ -208,6 +233,8 @@ impl Extractor {
         Ok(Extracted {
             pages: vec![page],
             ocr_pixels: pixels,
+            memory: None,
+            cpu_seconds: None,
         })
     }
 
@@ -259,6 +286,10 @@ impl Extractor {
                     source: "text_layer".to_owned(),
                     confidence: None,
                     text: text.trim().to_owned(),
+                    size: None,
+                    rotation: 0,
+                    lines: Vec::new(),
+                    dropped_boxes: 0,
                 });
                 continue;
             };
@@ -277,6 +308,8 @@ impl Extractor {
         Ok(Extracted {
             pages: out,
             ocr_pixels: total,
+            memory: None,
+            cpu_seconds: None,
         })
     }
 

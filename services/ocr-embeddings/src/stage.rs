@@ -7,7 +7,7 @@ use docflow_events::stages::OCR_EMBEDDINGS;
 use docflow_runtime::HandlerError;
 use docflow_stage::isolate::{IsolationError, WorkerPool};
 use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, TextSource};
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde_json::json;
 
 use crate::pages::Extracted;
@@ -51,6 +51,8 @@ struct Metrics {
     read: HistogramVec,
     embed: HistogramVec,
     pages: IntCounterVec,
+    dropped_boxes: IntCounter,
+    worker_peak: prometheus::Histogram,
 }
 
 impl Metrics {
@@ -83,8 +85,29 @@ impl Metrics {
         )?;
         registry.register(Box::new(read.clone()))?;
         registry.register(Box::new(embed.clone()))?;
+        let dropped_boxes = IntCounter::new(
+            "docflow_ocr_dropped_boxes_total",
+            "Text boxes found on OCR pages past the per-page cap and not read (the pages are \
+             marked truncated in their document's result)",
+        )?;
         registry.register(Box::new(pages.clone()))?;
-        Ok(Metrics { read, embed, pages })
+        let worker_peak = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "docflow_ocr_worker_peak_rss_bytes",
+                "Peak resident memory of the page-reading worker during one document (size \
+                 --worker-memory from it)",
+            )
+            .buckets((0..8).map(|i| f64::from(64u32 << i) * 1048576.0).collect()),
+        )?;
+        registry.register(Box::new(dropped_boxes.clone()))?;
+        registry.register(Box::new(worker_peak.clone()))?;
+        Ok(Metrics {
+            read,
+            embed,
+            pages,
+            dropped_boxes,
+            worker_peak,
+        })
     }
 }
 
@@ -126,12 +149,18 @@ impl OcrEmbeddings {
         match answer {
             Ok(bytes) => {
                 observe("ok");
-                serde_json::from_slice(&bytes).map_err(|e| {
+                let extracted: Extracted = serde_json::from_slice(&bytes).map_err(|e| {
                     HandlerError::permanent(
                         class::OCR_FAILED,
                         format!("malformed answer from the worker: {e}"),
                     )
-                })
+                })?;
+                if let Some(memory) = extracted.memory {
+                    self.metrics
+                        .worker_peak
+                        .observe(memory.peak_rss_bytes as f64);
+                }
+                Ok(extracted)
             }
             Err(IsolationError::Job(message)) => {
                 observe("refused");
@@ -196,7 +225,18 @@ impl Stage for OcrEmbeddings {
         let clock = std::time::Instant::now();
         let mut pages = Vec::with_capacity(extracted.pages.len());
         let mut chunks: Vec<ChunkRow> = Vec::new();
+        let mut truncated_pages = Vec::new();
         for p in extracted.pages {
+            if p.dropped_boxes > 0 {
+                self.metrics.dropped_boxes.inc_by(p.dropped_boxes as u64);
+                truncated_pages.push(json!({ "page": p.page, "unread_boxes": p.dropped_boxes }));
+                tracing::warn!(
+                    document = %doc.event.document_id,
+                    page = p.page,
+                    unread_boxes = p.dropped_boxes,
+                    "page truncated: more text boxes than the per-page cap"
+                );
+            }
             let source = TextSource::parse(&p.source).unwrap_or(TextSource::Ocr);
             self.metrics
                 .pages
@@ -278,6 +318,7 @@ impl Stage for OcrEmbeddings {
             "characters": characters,
             "chunks": chunks.len(),
             "summary": summary_text,
+            "truncated_pages": truncated_pages,
         });
         Ok(Output::default()
             .summary(output)

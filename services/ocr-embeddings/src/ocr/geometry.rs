@@ -41,8 +41,9 @@ pub struct DbParams {
     pub unclip_ratio: f32,
     /// Regions with a shorter side (map pixels) are dropped.
     pub min_size: f32,
-    /// At most this many regions are considered.
-    pub max_candidates: usize,
+    /// At most this many boxes are kept (in the map's row order); the rest are counted in
+    /// [`Detection::dropped`], never dropped silently.
+    pub max_boxes: usize,
 }
 
 impl Default for DbParams {
@@ -52,9 +53,22 @@ impl Default for DbParams {
             box_threshold: 0.5,
             unclip_ratio: 1.5,
             min_size: 3.0,
-            max_candidates: 1000,
+            max_boxes: MAX_BOXES,
         }
     }
+}
+
+/// Boxes one page keeps at most (PaddleOCR keeps 1,000 regions and drops the rest unsaid; a
+/// dense 600 dpi page has over 1,000 lines).
+pub const MAX_BOXES: usize = 20_000;
+
+/// What [`detect_boxes`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Detection {
+    /// The boxes kept.
+    pub boxes: Vec<TextBox>,
+    /// Boxes found past [`DbParams::max_boxes`] and not kept.
+    pub dropped: usize,
 }
 
 /// Four corners: top-left, top-right, bottom-right, bottom-left.
@@ -80,30 +94,40 @@ pub struct Rgb {
     pub data: Vec<u8>,
 }
 
-/// The text boxes of `map`, scaled to an image of `image_width` x `image_height`.
+/// An RGB image borrowed, row-major, 3 bytes a pixel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RgbRef<'a> {
+    /// Width, pixels.
+    pub width: usize,
+    /// Height, pixels.
+    pub height: usize,
+    /// `width * height * 3` bytes.
+    pub data: &'a [u8],
+}
+
+/// The text boxes of `map`, scaled to an image of `image_width` x `image_height`. Any map
+/// (NaN, infinities, one pixel, a million specks) gives boxes inside the image, in time
+/// linear in its pixels plus its regions' sizes.
 pub fn detect_boxes(
     map: &ProbMap<'_>,
     params: &DbParams,
     image_width: usize,
     image_height: usize,
-) -> Vec<TextBox> {
+) -> Detection {
+    let mut found = Detection::default();
     let (w, h) = (map.width, map.height);
-    if w == 0 || h == 0 || map.data.len() < w * h {
-        return Vec::new();
+    if w == 0 || h == 0 || map.data.len() < w.saturating_mul(h) {
+        return found;
     }
     let sx = image_width as f32 / w as f32;
     let sy = image_height as f32 / h as f32;
+    // NaN is not text.
+    let text = |p: f32| p > params.threshold;
     let mut seen = vec![false; w * h];
-    let mut boxes = Vec::new();
-    let mut candidates = 0usize;
     let mut stack = Vec::new();
     for start in 0..w * h {
-        if seen[start] || map.data[start] <= params.threshold {
+        if seen[start] || !text(map.data[start]) {
             continue;
-        }
-        candidates += 1;
-        if candidates > params.max_candidates {
-            break;
         }
         // Flood fill (8-connected); keep each row's leftmost and rightmost pixel, which is
         // all the convex hull needs.
@@ -122,7 +146,7 @@ pub fn detect_boxes(
                         continue;
                     }
                     let j = ny as usize * w + nx as usize;
-                    if !seen[j] && map.data[j] > params.threshold {
+                    if !seen[j] && text(map.data[j]) {
                         seen[j] = true;
                         stack.push(j);
                     }
@@ -144,7 +168,7 @@ pub fn detect_boxes(
             continue;
         }
         let score = mean_inside(map, &rect.corners());
-        if score < params.box_threshold {
+        if score.is_nan() || score < params.box_threshold {
             continue;
         }
         let grown = rect.unclip(params.unclip_ratio);
@@ -157,9 +181,13 @@ pub fn detect_boxes(
                 (y * sy).clamp(0.0, image_height as f32),
             )
         });
-        boxes.push(TextBox { quad, score });
+        if found.boxes.len() < params.max_boxes {
+            found.boxes.push(TextBox { quad, score });
+        } else {
+            found.dropped += 1;
+        }
     }
-    boxes
+    found
 }
 
 /// Andrew's monotone chain; counter-clockwise (in y-down coordinates: clockwise on screen),
@@ -411,23 +439,52 @@ fn xy_cut(rects: &[[f32; 4]], idx: Vec<usize>, line_height: f32, out: &mut Vec<u
             xy_cut(rects, before, line_height, out);
             xy_cut(rects, after, line_height, out);
         }
-        None => {
-            // Overlapping rows (a skewed page): by line, then left to right.
-            let mut idx = idx;
-            idx.sort_by(|&a, &b| {
-                let (ca, cb) = (
-                    (rects[a][1] + rects[a][3]) / 2.0,
-                    (rects[b][1] + rects[b][3]) / 2.0,
-                );
-                if (ca - cb).abs() < line_height / 2.0 {
-                    rects[a][0].total_cmp(&rects[b][0])
-                } else {
-                    ca.total_cmp(&cb)
-                }
-            });
-            out.extend(idx);
-        }
+        None => out.extend(by_lines(rects, idx, line_height)),
     }
+}
+
+/// Boxes whose rows overlap (a skewed page, a table row with ragged cells) in reading
+/// order: grouped into lines — sorted by their vertical centres, a box joins the current
+/// line while its centre is within half a line height of the line's first box — and each
+/// line read left to right. Every comparison is a total order (`f32::total_cmp`), so no
+/// input, NaN included, can make the sort panic.
+fn by_lines(rects: &[[f32; 4]], mut idx: Vec<usize>, line_height: f32) -> Vec<usize> {
+    let centre = |i: usize| (rects[i][1] + rects[i][3]) / 2.0;
+    idx.sort_by(|&a, &b| {
+        centre(a)
+            .total_cmp(&centre(b))
+            .then_with(|| by_rect(rects, a, b))
+    });
+    let mut out = Vec::with_capacity(idx.len());
+    let mut line: Vec<usize> = Vec::new();
+    let mut line_centre = f32::NAN;
+    for i in idx {
+        // A NaN distance is not "near": it starts a new line.
+        let near = (centre(i) - line_centre).abs() < line_height / 2.0;
+        if line.is_empty() || !near {
+            flush_line(rects, &mut line, &mut out);
+            line_centre = centre(i);
+        }
+        line.push(i);
+    }
+    flush_line(rects, &mut line, &mut out);
+    out
+}
+
+fn flush_line(rects: &[[f32; 4]], line: &mut Vec<usize>, out: &mut Vec<usize>) {
+    line.sort_by(|&a, &b| by_rect(rects, a, b));
+    out.append(line);
+}
+
+/// Left edge first, then top, right, bottom: a total order on boxes' bounds, so boxes read
+/// the same whatever order they came in.
+fn by_rect(rects: &[[f32; 4]], a: usize, b: usize) -> std::cmp::Ordering {
+    let (ra, rb) = (rects[a], rects[b]);
+    ra[0]
+        .total_cmp(&rb[0])
+        .then(ra[1].total_cmp(&rb[1]))
+        .then(ra[2].total_cmp(&rb[2]))
+        .then(ra[3].total_cmp(&rb[3]))
 }
 
 /// Solves the 8 unknowns of the homography taking `from[i]` to `to[i]`.
@@ -466,21 +523,40 @@ fn dist(a: (f32, f32), b: (f32, f32)) -> f32 {
     ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
 }
 
-/// The region `quad` of `image` warped to an upright strip (see the module docs).
-pub fn crop_quad(image: &Rgb, quad: &Quad) -> Rgb {
-    let w = dist(quad[0], quad[1])
-        .max(dist(quad[3], quad[2]))
-        .round()
-        .max(1.0);
-    let h = dist(quad[0], quad[3])
-        .max(dist(quad[1], quad[2]))
-        .round()
-        .max(1.0);
+/// The size of the warped region of `quad` before any turn: its longer edges' lengths,
+/// within [`MAX_CROP_SIDE`], at least 1 x 1 (a degenerate or non-finite quad gives 1 x 1).
+pub fn crop_size(quad: &Quad) -> (usize, usize) {
+    let side = |a: f32, b: f32| {
+        let v = a.max(b).round();
+        if v.is_finite() { v.max(1.0) } else { 1.0 }
+    };
+    let w = side(dist(quad[0], quad[1]), dist(quad[3], quad[2]));
+    let h = side(dist(quad[0], quad[3]), dist(quad[1], quad[2]));
     let scale = (MAX_CROP_SIDE as f32 / w.max(h)).min(1.0);
-    let (cw, ch) = (
-        ((w * scale).round() as usize).max(1),
-        ((h * scale).round() as usize).max(1),
-    );
+    (
+        ((w * scale).round() as usize).clamp(1, MAX_CROP_SIDE),
+        ((h * scale).round() as usize).clamp(1, MAX_CROP_SIDE),
+    )
+}
+
+/// Whether a crop of `cw` x `ch` is vertical text, turned a quarter into a strip.
+pub fn is_vertical(cw: usize, ch: usize) -> bool {
+    ch as f32 >= cw as f32 * 1.5
+}
+
+/// The size (width, height) of [`crop_quad`]'s strip for `quad`, without cropping.
+pub fn strip_size(quad: &Quad) -> (usize, usize) {
+    let (cw, ch) = crop_size(quad);
+    if is_vertical(cw, ch) {
+        (ch, cw)
+    } else {
+        (cw, ch)
+    }
+}
+
+/// The region `quad` of `image` warped to an upright strip (see the module docs).
+pub fn crop_quad(image: &RgbRef<'_>, quad: &Quad) -> Rgb {
+    let (cw, ch) = crop_size(quad);
     let target = [
         (0.0, 0.0),
         (cw as f32, 0.0),
@@ -492,11 +568,20 @@ pub fn crop_quad(image: &Rgb, quad: &Quad) -> Rgb {
         height: ch,
         data: vec![0; cw * ch * 3],
     };
+    // Nothing to sample: a blank strip of the size `strip_size` promises.
+    let blank = || {
+        let (width, height) = strip_size(quad);
+        Rgb {
+            width,
+            height,
+            data: vec![0; width * height * 3],
+        }
+    };
     if image.width == 0 || image.height == 0 || image.data.len() < image.width * image.height * 3 {
-        return out;
+        return blank();
     }
     let Some(hm) = homography(&target, quad) else {
-        return out;
+        return blank();
     };
     let pixel = |x: i64, y: i64, c: usize| -> f64 {
         let x = x.clamp(0, image.width as i64 - 1) as usize;
@@ -508,8 +593,17 @@ pub fn crop_quad(image: &Rgb, quad: &Quad) -> Rgb {
             // Pixel centres map to pixel centres.
             let (x, y) = (tx as f64 + 0.5, ty as f64 + 0.5);
             let d = hm[6] * x + hm[7] * y + 1.0;
-            let sx = (hm[0] * x + hm[1] * y + hm[2]) / d - 0.5;
-            let sy = (hm[3] * x + hm[4] * y + hm[5]) / d - 0.5;
+            // Off the image (or not finite, from a degenerate quad): the edge pixels, as
+            // `pixel` replicates them; never an integer overflow past them.
+            let inside = |v: f64, size: usize| {
+                if v.is_nan() {
+                    0.0
+                } else {
+                    v.clamp(-1.0, size as f64)
+                }
+            };
+            let sx = inside((hm[0] * x + hm[1] * y + hm[2]) / d - 0.5, image.width);
+            let sy = inside((hm[3] * x + hm[4] * y + hm[5]) / d - 0.5, image.height);
             let (x0, y0) = (sx.floor(), sy.floor());
             let (fx, fy) = (sx - x0, sy - y0);
             let (x0, y0) = (x0 as i64, y0 as i64);
@@ -520,7 +614,7 @@ pub fn crop_quad(image: &Rgb, quad: &Quad) -> Rgb {
             }
         }
     }
-    if ch as f32 >= cw as f32 * 1.5 {
+    if is_vertical(cw, ch) {
         rotate_counterclockwise(&out)
     } else {
         out
@@ -550,6 +644,7 @@ fn rotate_counterclockwise(image: &Rgb) -> Rgb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A map with 1.0 inside the given axis-aligned rectangles (x0, y0, x1, y1 inclusive).
     fn map_with(w: usize, h: usize, rects: &[(usize, usize, usize, usize)]) -> Vec<f32> {
@@ -572,7 +667,7 @@ mod tests {
             height: 40,
             data: &data,
         };
-        let boxes = detect_boxes(&map, &DbParams::default(), 200, 80);
+        let boxes = detect_boxes(&map, &DbParams::default(), 200, 80).boxes;
         assert_eq!(boxes.len(), 1);
         let b = &boxes[0];
         assert!((b.score - 0.9).abs() < 1e-3, "{}", b.score);
@@ -624,7 +719,7 @@ mod tests {
             unclip_ratio: 0.0,
             ..DbParams::default()
         };
-        let boxes = detect_boxes(&map, &params, w, h);
+        let boxes = detect_boxes(&map, &params, w, h).boxes;
         assert_eq!(boxes.len(), 1);
         let q = boxes[0].quad;
         let angle = (q[1].1 - q[0].1).atan2(q[1].0 - q[0].0).to_degrees();
@@ -650,13 +745,20 @@ mod tests {
             height: 50,
             data: &data,
         };
-        assert!(detect_boxes(&map, &DbParams::default(), 50, 50).is_empty());
+        assert!(
+            detect_boxes(&map, &DbParams::default(), 50, 50)
+                .boxes
+                .is_empty()
+        );
         let empty = ProbMap {
             width: 0,
             height: 0,
             data: &[],
         };
-        assert!(detect_boxes(&empty, &DbParams::default(), 10, 10).is_empty());
+        assert_eq!(
+            detect_boxes(&empty, &DbParams::default(), 10, 10),
+            Detection::default()
+        );
     }
 
     fn boxed(x0: f32, y0: f32, x1: f32, y1: f32) -> TextBox {
@@ -705,10 +807,10 @@ mod tests {
     fn a_crop_of_an_axis_aligned_box_is_the_same_pixels() {
         let (w, h) = (20usize, 10usize);
         let data: Vec<u8> = (0..w * h * 3).map(|i| (i % 251) as u8).collect();
-        let image = Rgb {
+        let image = RgbRef {
             width: w,
             height: h,
-            data,
+            data: &data,
         };
         let strip = crop_quad(&image, &[(4.0, 2.0), (14.0, 2.0), (14.0, 7.0), (4.0, 7.0)]);
         assert_eq!((strip.width, strip.height), (10, 5));
@@ -726,10 +828,11 @@ mod tests {
 
     #[test]
     fn a_tall_crop_is_turned_into_a_strip() {
-        let image = Rgb {
+        let data = vec![200; 10 * 40 * 3];
+        let image = RgbRef {
             width: 10,
             height: 40,
-            data: vec![200; 10 * 40 * 3],
+            data: &data,
         };
         let strip = crop_quad(
             &image,
@@ -737,5 +840,127 @@ mod tests {
         );
         assert_eq!((strip.width, strip.height), (40, 10));
         assert!(strip.data.iter().all(|&v| v == 200));
+    }
+
+    /// Any f32 a model could emit, the odd ones often.
+    fn any_prob() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => 0.0f32..1.0,
+            1 => Just(f32::NAN),
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NEG_INFINITY),
+            1 => Just(0.3f32),
+            1 => -2.0f32..2.0,
+        ]
+    }
+
+    /// Any corner coordinate, the odd ones often.
+    fn any_coord() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -50.0f32..300.0,
+            1 => Just(f32::NAN),
+            1 => Just(f32::INFINITY),
+            1 => Just(-1e30f32),
+            1 => Just(0.0f32),
+        ]
+    }
+
+    fn any_quad() -> impl Strategy<Value = Quad> {
+        prop::array::uniform4((any_coord(), any_coord()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Any map — NaN, infinities, one pixel, specks at the edges — gives boxes inside
+        /// the image with a finite score, at most the cap of them, the rest counted.
+        #[test]
+        fn any_map_gives_boxes_inside_the_image(
+            (w, h, data) in (1usize..48, 1usize..48).prop_flat_map(|(w, h)| {
+                (Just(w), Just(h), prop::collection::vec(any_prob(), w * h))
+            }),
+            image_w in 1usize..5000,
+            image_h in 1usize..5000,
+            cap in 0usize..4,
+        ) {
+            let map = ProbMap { width: w, height: h, data: &data };
+            let all = detect_boxes(&map, &DbParams::default(), image_w, image_h);
+            prop_assert_eq!(all.dropped, 0);
+            for b in &all.boxes {
+                prop_assert!(!b.score.is_nan());
+                for &(x, y) in &b.quad {
+                    prop_assert!((0.0..=image_w as f32).contains(&x), "{:?}", b.quad);
+                    prop_assert!((0.0..=image_h as f32).contains(&y), "{:?}", b.quad);
+                }
+            }
+            let params = DbParams { max_boxes: cap, ..DbParams::default() };
+            let capped = detect_boxes(&map, &params, image_w, image_h);
+            prop_assert_eq!(capped.boxes.len(), all.boxes.len().min(cap));
+            prop_assert_eq!(capped.boxes.len() + capped.dropped, all.boxes.len());
+        }
+
+        /// Reading order is a permutation of any boxes, NaN and overlapping rows included
+        /// (a comparator that is not a total order made Rust's sort panic on dense forms).
+        #[test]
+        fn reading_order_is_a_permutation_of_any_boxes(
+            quads in prop::collection::vec(any_quad(), 0..60),
+        ) {
+            let mut boxes: Vec<TextBox> = quads
+                .iter()
+                .enumerate()
+                .map(|(i, q)| TextBox { quad: *q, score: i as f32 })
+                .collect();
+            reading_order(&mut boxes);
+            let mut seen: Vec<usize> = boxes.iter().map(|b| b.score as usize).collect();
+            seen.sort_unstable();
+            prop_assert_eq!(seen, (0..quads.len()).collect::<Vec<_>>());
+        }
+
+        /// Reading order on rows that chain into each other (each within half a line of the
+        /// next, the first and last far apart): the case whose comparator was not
+        /// transitive. Sorted, then the same boxes shuffled give the same order.
+        #[test]
+        fn chained_rows_read_the_same_whatever_their_order(
+            steps in prop::collection::vec((0.0f32..9.0, 0.0f32..400.0), 2..40),
+            rotate in 0usize..40,
+        ) {
+            let mut y = 0.0;
+            let mut boxes: Vec<TextBox> = Vec::new();
+            for (i, (dy, x)) in steps.iter().enumerate() {
+                y += dy;
+                boxes.push(TextBox {
+                    quad: [(*x, y), (x + 30.0, y), (x + 30.0, y + 20.0), (*x, y + 20.0)],
+                    score: i as f32,
+                });
+            }
+            let mut a = boxes.clone();
+            reading_order(&mut a);
+            let mut b = boxes;
+            let k = rotate % b.len();
+            b.rotate_left(k);
+            reading_order(&mut b);
+            let quads = |v: &[TextBox]| v.iter().map(|t| t.quad).collect::<Vec<_>>();
+            prop_assert_eq!(quads(&a), quads(&b));
+        }
+
+        /// A crop of any quad is the size `strip_size` says, filled, never a panic.
+        #[test]
+        fn any_quad_crops_to_its_strip_size(
+            quad in any_quad(),
+            (w, h) in (1usize..40, 1usize..40),
+        ) {
+            let data: Vec<u8> = (0..w * h * 3).map(|i| (i % 256) as u8).collect();
+            let image = RgbRef { width: w, height: h, data: &data };
+            let strip = crop_quad(&image, &quad);
+            prop_assert_eq!((strip.width, strip.height), strip_size(&quad));
+            prop_assert_eq!(strip.data.len(), strip.width * strip.height * 3);
+        }
+
+        /// Whatever a quad's size, its strip stays within MAX_CROP_SIDE.
+        #[test]
+        fn strips_are_bounded(quad in prop::array::uniform4((-1e9f32..1e9, -1e9f32..1e9))) {
+            let (w, h) = strip_size(&quad);
+            prop_assert!((1..=MAX_CROP_SIDE).contains(&w) && (1..=MAX_CROP_SIDE).contains(&h));
+        }
     }
 }

@@ -15,6 +15,7 @@
 pub mod geometry;
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use image::imageops::FilterType;
 use image::{RgbImage, imageops};
@@ -22,7 +23,7 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 
-use geometry::{DbParams, ProbMap, Rgb, TextBox};
+use geometry::{DbParams, Detection, ProbMap, TextBox};
 
 /// OCR failures.
 #[derive(Debug, thiserror::Error)]
@@ -70,16 +71,20 @@ pub struct OcrConfig {
     pub max_side: u32,
     /// Lines recognised with a lower mean confidence are dropped (RapidOCR: 0.5).
     pub min_confidence: f32,
+    /// Whether each page's orientation (0/90/180/270 degrees) is found and the page read
+    /// upright; off, pages are read as they come.
+    pub orientation: bool,
 }
 
 /// One recognised line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Line {
     /// Its text.
     pub text: String,
     /// Mean probability of its characters.
     pub confidence: f32,
-    /// Its box, in the input image's pixels.
+    /// Its box, in the input image's pixels: top-left, top-right, bottom-right,
+    /// bottom-left corners.
     pub quad: geometry::Quad,
 }
 
@@ -87,6 +92,7 @@ pub struct Line {
 pub struct Ocr {
     det: Session,
     rec: Session,
+    cls: Session,
     dictionary: Vec<String>,
     config: OcrConfig,
 }
@@ -104,23 +110,129 @@ impl std::fmt::Debug for Ocr {
 pub const DET_MODEL: &str = "PP-OCRv6_det_small.onnx";
 /// File name of the recognition model in the models directory.
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
+/// File name of the text-line orientation classifier (0 or 180 degrees) in the models
+/// directory.
+pub const CLS_MODEL: &str = "ch_ppocr_mobile_v2.0_cls_mobile.onnx";
 
 /// Height of the recognition input.
 const REC_HEIGHT: u32 = 48;
-/// Strips per recognition batch (RapidOCR: 6).
+/// Strips per recognition batch at most (RapidOCR: 6).
 const REC_BATCH: usize = 6;
+/// Pixels of one recognition batch at most (6 strips of 48 x 1,600): a batch of very wide
+/// strips is split, so a page of long lines costs no more memory than one of short ones.
+const REC_BATCH_PIXELS: usize = REC_BATCH * REC_HEIGHT as usize * 1600;
+/// Widest recognition input: a strip longer than this (a 160:1 line, a rule read as text)
+/// is squeezed to it rather than given an input of unbounded width.
+const REC_MAX_WIDTH: usize = REC_HEIGHT as usize * 160;
+/// Width of the orientation classifier's input (its height is [`REC_HEIGHT`]).
+const CLS_WIDTH: usize = 192;
+/// Lines (the longest) whose orientation votes for their page's.
+const CLS_SAMPLE: usize = 16;
+/// A page is upside down when its lines' mean probability of 180 degrees is over this.
+const CLS_FLIP: f32 = 0.5;
 /// The detector's short side is scaled up to at least this (RapidOCR: 736, `limit_type: min`).
 const DET_MIN_SIDE: u32 = 736;
+/// The detector's inputs are multiples of this on both sides (its stride).
+const DET_STRIDE: u32 = 32;
+
+/// Time spent in each step of [`Ocr::read`], milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timings {
+    /// Scaling the image and building the detector's input.
+    pub prepare_ms: f64,
+    /// The detection model.
+    pub detect_ms: f64,
+    /// The DB post-process and reading order.
+    pub boxes_ms: f64,
+    /// Finding the page's orientation (the classifier's vote; a turned page's second
+    /// detection counts under `prepare_ms`, `detect_ms` and `boxes_ms`).
+    pub orient_ms: f64,
+    /// Cropping strips and building the recognition inputs.
+    pub crop_ms: f64,
+    /// The recognition model and CTC decoding.
+    pub recognize_ms: f64,
+}
+
+impl Timings {
+    /// All steps together.
+    pub fn total_ms(&self) -> f64 {
+        self.prepare_ms
+            + self.detect_ms
+            + self.boxes_ms
+            + self.orient_ms
+            + self.crop_ms
+            + self.recognize_ms
+    }
+}
+
+/// What OCR found in one image.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// The lines, in reading order.
+    pub lines: Vec<Line>,
+    /// Text boxes found past the page's cap ([`geometry::MAX_BOXES`]) and not read.
+    pub dropped_boxes: usize,
+    /// Degrees clockwise the image was turned to read it upright: 0, 90, 180 or 270 (the
+    /// lines' boxes are in the image's own coordinates all the same).
+    pub rotation: u16,
+    /// Where the time went.
+    pub timings: Timings,
+}
+
+/// The detector's input for an image of `w` x `h` (already within `--ocr-max-side`): the
+/// image is resized to `resized` (the short side scaled up towards [`DET_MIN_SIDE`] as
+/// RapidOCR does, but never past `max_side` on the long side, and both sides rounded to
+/// the stride) and padded to `padded` where a side is still under one stride (a 2000 x 1
+/// strip). So every shape gives an input of at most `max_side` x `max_side` (rounded to the
+/// stride), never the 92,000 x 736 input a naive scale-up gives a 2000 x 16 image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DetInput {
+    /// The image's size in the input.
+    pub resized: (u32, u32),
+    /// The input's size.
+    pub padded: (u32, u32),
+}
+
+/// See [`DetInput`].
+pub fn det_input(w: u32, h: u32, max_side: u32) -> DetInput {
+    let (w, h) = (w.max(1), h.max(1));
+    let max_side = max_side.max(DET_MIN_SIDE);
+    let up = if w.min(h) < DET_MIN_SIDE {
+        DET_MIN_SIDE as f32 / w.min(h) as f32
+    } else {
+        1.0
+    };
+    let ratio = up
+        .min(max_side as f32 / w.max(h) as f32)
+        .max(f32::MIN_POSITIVE);
+    let side = |v: u32| {
+        let scaled = (v as f32 * ratio).round().max(1.0) as u32;
+        if scaled < DET_STRIDE {
+            scaled
+        } else {
+            // To the nearest stride (the image is stretched by less than half a stride).
+            (((scaled as f32 / DET_STRIDE as f32).round() as u32) * DET_STRIDE)
+                .min(max_side.div_ceil(DET_STRIDE) * DET_STRIDE)
+        }
+    };
+    let resized = (side(w), side(h));
+    DetInput {
+        resized,
+        padded: (resized.0.max(DET_STRIDE), resized.1.max(DET_STRIDE)),
+    }
+}
 
 impl Ocr {
     /// Loads onnxruntime and both models.
     pub fn load(config: OcrConfig) -> Result<Self, OcrError> {
         let det_path = config.models.join(DET_MODEL);
         let rec_path = config.models.join(REC_MODEL);
+        let cls_path = config.models.join(CLS_MODEL);
         for (what, path) in [
             ("onnxruntime library", &config.runtime),
             ("detection model", &det_path),
             ("recognition model", &rec_path),
+            ("orientation model", &cls_path),
         ] {
             if !path.exists() {
                 return Err(OcrError::Missing {
@@ -137,11 +249,22 @@ impl Ocr {
                 .map_err(rt)?
                 .with_intra_threads(config.threads)
                 .map_err(rt)?
+                // Every page has its own input shape. onnxruntime's CPU arena keeps the
+                // largest blocks any shape needed and its memory patterns are cached per
+                // shape: both grow a long-lived worker from page to page. Without them each
+                // run takes its memory from the system allocator and gives it back.
+                .with_memory_pattern(false)
+                .map_err(rt)?
+                .with_execution_providers([ort::ep::CPU::default()
+                    .with_arena_allocator(false)
+                    .build()])
+                .map_err(rt)?
                 .commit_from_file(path)
                 .map_err(rt)
         };
         let det = session(&det_path)?;
         let rec = session(&rec_path)?;
+        let cls = session(&cls_path)?;
         let characters = rec
             .metadata()
             .map_err(rt)?
@@ -154,45 +277,59 @@ impl Ocr {
         Ok(Ocr {
             det,
             rec,
+            cls,
             dictionary,
             config,
         })
     }
 
     /// The lines of `image`, in reading order.
-    pub fn read(&mut self, image: &RgbImage) -> Result<Vec<Line>, OcrError> {
+    pub fn read(&mut self, image: &RgbImage) -> Result<Reading, OcrError> {
+        let mut reading = Reading::default();
         let (w, h) = image.dimensions();
         if w == 0 || h == 0 {
-            return Ok(Vec::new());
+            return Ok(reading);
         }
+        let clock = Instant::now();
         // 1. Fit in max_side (the crops come from this image too, as in RapidOCR).
         let scale = (self.config.max_side as f32 / w.max(h) as f32).min(1.0);
+        let resized;
         let work = if scale < 1.0 {
-            imageops::resize(
+            resized = imageops::resize(
                 image,
                 ((w as f32 * scale).round() as u32).max(1),
                 ((h as f32 * scale).round() as u32).max(1),
                 FilterType::Triangle,
-            )
+            );
+            &resized
         } else {
-            image.clone()
+            image
         };
-        let boxes = self.detect(&work)?;
-        if boxes.is_empty() {
-            return Ok(Vec::new());
+        let mut detection = self.detect(work, &mut reading.timings, clock)?;
+        if detection.boxes.is_empty() {
+            return Ok(reading);
         }
-        let rgb = Rgb {
-            width: work.width() as usize,
-            height: work.height() as usize,
-            data: work.into_raw(),
-        };
-        let strips: Vec<Rgb> = boxes
-            .iter()
-            .map(|b| geometry::crop_quad(&rgb, &b.quad))
-            .collect();
-        let texts = self.recognize(&strips)?;
+        // 2. Orientation: a page read sideways or upside down is turned and detected again.
+        let turned;
+        let mut upright = work;
+        if self.config.orientation {
+            let clock = Instant::now();
+            reading.rotation = self.orientation(work, &detection.boxes)?;
+            reading.timings.orient_ms += ms(clock);
+            if reading.rotation != 0 {
+                let clock = Instant::now();
+                turned = turn(work, reading.rotation);
+                upright = &turned;
+                detection = self.detect(upright, &mut reading.timings, clock)?;
+            }
+        }
+        reading.dropped_boxes = detection.dropped;
+        let boxes = detection.boxes;
+        let texts = self.recognize(upright, &boxes, &mut reading.timings)?;
         let back = 1.0 / scale;
-        Ok(boxes
+        let (ww, wh) = work.dimensions();
+        let rotation = reading.rotation;
+        reading.lines = boxes
             .into_iter()
             .zip(texts)
             .filter(|(_, (text, conf))| {
@@ -201,24 +338,115 @@ impl Ocr {
             .map(|(b, (text, confidence))| Line {
                 text,
                 confidence,
-                quad: b.quad.map(|(x, y)| (x * back, y * back)),
+                quad: b.quad.map(|p| {
+                    let (x, y) = unturn(p, rotation, (ww as f32, wh as f32));
+                    (x * back, y * back)
+                }),
             })
-            .collect())
+            .collect();
+        Ok(reading)
     }
 
-    fn detect(&mut self, image: &RgbImage) -> Result<Vec<TextBox>, OcrError> {
-        let (w, h) = image.dimensions();
-        let ratio = if w.min(h) < DET_MIN_SIDE {
-            DET_MIN_SIDE as f32 / w.min(h) as f32
+    /// Degrees clockwise `image` turns to read upright (0, 90, 180 or 270), from its text
+    /// boxes and a vote of the orientation classifier:
+    ///
+    /// * boxes much taller than wide outweighing (by length) those much wider than tall: the
+    ///   page lies on its side (90 or 270);
+    /// * the longest lines (up to [`CLS_SAMPLE`]) are cut as recognition would (a tall one
+    ///   turned a quarter anticlockwise) and classified 0 or 180; the page is upside down
+    ///   (as cut) when their mean probability of 180 is over [`CLS_FLIP`]. One line's
+    ///   verdict is unreliable (why RapidOCR leaves the classifier off by default); a page's
+    ///   vote is not.
+    fn orientation(&mut self, image: &RgbImage, boxes: &[TextBox]) -> Result<u16, OcrError> {
+        let (mut vertical, mut horizontal) = (0f32, 0f32);
+        let mut sized: Vec<(usize, bool, usize)> = Vec::with_capacity(boxes.len());
+        for (i, b) in boxes.iter().enumerate() {
+            let (cw, ch) = geometry::crop_size(&b.quad);
+            let tall = geometry::is_vertical(cw, ch);
+            if tall {
+                vertical += ch as f32;
+            } else if cw as f32 >= ch as f32 * 1.5 {
+                horizontal += cw as f32;
+            } else {
+                continue;
+            }
+            sized.push((cw.max(ch), tall, i));
+        }
+        let sideways = vertical > horizontal;
+        sized.retain(|&(_, tall, _)| tall == sideways);
+        sized.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+        sized.truncate(CLS_SAMPLE);
+        let flip = if sized.is_empty() {
+            false
         } else {
-            1.0
+            let (iw, ih) = image.dimensions();
+            let rgb = geometry::RgbRef {
+                width: iw as usize,
+                height: ih as usize,
+                data: image.as_raw(),
+            };
+            let plane = 3 * REC_HEIGHT as usize * CLS_WIDTH;
+            let mut input = vec![0f32; sized.len() * plane];
+            for (slot, &(_, _, i)) in sized.iter().enumerate() {
+                let strip = geometry::crop_quad(&rgb, &boxes[i].quad);
+                let ratio = strip.width as f32 / strip.height.max(1) as f32;
+                let width = ((REC_HEIGHT as f32 * ratio).ceil() as usize).clamp(1, CLS_WIDTH);
+                let Some(img) =
+                    RgbImage::from_raw(strip.width as u32, strip.height as u32, strip.data)
+                else {
+                    continue;
+                };
+                let resized =
+                    imageops::resize(&img, width as u32, REC_HEIGHT, FilterType::Triangle);
+                let chw = chw_bgr(&resized, CLS_WIDTH, REC_HEIGHT as usize, 0.0);
+                input[slot * plane..(slot + 1) * plane].copy_from_slice(&chw);
+            }
+            let tensor =
+                Tensor::from_array(([sized.len(), 3, REC_HEIGHT as usize, CLS_WIDTH], input))
+                    .map_err(rt)?;
+            let outputs = self.cls.run(ort::inputs![tensor]).map_err(rt)?;
+            let Some(value) = outputs.values().next() else {
+                return Err(OcrError::Shape {
+                    model: "orientation",
+                    shape: Vec::new(),
+                });
+            };
+            let (shape, data) = value.try_extract_tensor::<f32>().map_err(rt)?;
+            let dims: Vec<i64> = shape.iter().copied().collect();
+            if dims.as_slice() != [sized.len() as i64, 2] {
+                return Err(OcrError::Shape {
+                    model: "orientation",
+                    shape: dims,
+                });
+            }
+            let upside_down: f32 = data.chunks_exact(2).map(|p| p[1]).sum();
+            upside_down / sized.len() as f32 > CLS_FLIP
         };
-        let to32 = |v: u32| ((((v as f32 * ratio) / 32.0).round() as u32) * 32).max(32);
-        let (dw, dh) = (to32(w), to32(h));
-        let resized = imageops::resize(image, dw, dh, FilterType::Triangle);
-        let input = chw_bgr(&resized, dw as usize, dh as usize, dw as usize);
+        Ok(match (sideways, flip) {
+            (false, false) => 0,
+            (false, true) => 180,
+            // Tall strips read upright once turned anticlockwise: so does the page.
+            (true, false) => 270,
+            (true, true) => 90,
+        })
+    }
+
+    fn detect(
+        &mut self,
+        image: &RgbImage,
+        timings: &mut Timings,
+        clock: Instant,
+    ) -> Result<Detection, OcrError> {
+        let (w, h) = image.dimensions();
+        let input = det_input(w, h, self.config.max_side);
+        let ((rw, rh), (dw, dh)) = (input.resized, input.padded);
+        let resized = imageops::resize(image, rw, rh, FilterType::Triangle);
+        // Padding is white (1.0 after normalisation), as paper around the page.
+        let data = chw_bgr(&resized, dw as usize, dh as usize, 1.0);
         let tensor =
-            Tensor::from_array(([1usize, 3, dh as usize, dw as usize], input)).map_err(rt)?;
+            Tensor::from_array(([1usize, 3, dh as usize, dw as usize], data)).map_err(rt)?;
+        timings.prepare_ms += ms(clock);
+        let clock = Instant::now();
         let outputs = self.det.run(ort::inputs![tensor]).map_err(rt)?;
         let Some(out) = outputs.values().next() else {
             return Err(OcrError::Shape {
@@ -229,7 +457,7 @@ impl Ocr {
         let (shape, data) = out.try_extract_tensor::<f32>().map_err(rt)?;
         let dims: Vec<i64> = shape.iter().copied().collect();
         let (mh, mw) = match dims.as_slice() {
-            [_, _, mh, mw] => (*mh as usize, *mw as usize),
+            [_, _, mh, mw] if *mh as u32 == dh && *mw as u32 == dw => (*mh as usize, *mw as usize),
             _ => {
                 return Err(OcrError::Shape {
                     model: "detection",
@@ -237,52 +465,95 @@ impl Ocr {
                 });
             }
         };
+        timings.detect_ms += ms(clock);
+        let clock = Instant::now();
         // RapidOCR dilates the binary map with a 2x2 kernel before finding regions; a 2x2
-        // maximum filter of the probabilities has the same effect on the threshold.
-        let dilated = dilate2x2(data, mw, mh);
+        // maximum filter of the probabilities has the same effect on the threshold. Only
+        // the image's part of the map is kept (not the padding).
+        let (rw, rh) = (rw as usize, rh as usize);
+        let dilated = dilate2x2(data, mw, mh, rw, rh);
+        drop(outputs);
         let map = ProbMap {
-            width: mw,
-            height: mh,
+            width: rw,
+            height: rh,
             data: &dilated,
         };
         let params = DbParams {
             unclip_ratio: 1.6,
             ..DbParams::default()
         };
-        let mut boxes = geometry::detect_boxes(&map, &params, w as usize, h as usize);
-        geometry::reading_order(&mut boxes);
-        Ok(boxes)
+        let mut detection = geometry::detect_boxes(&map, &params, w as usize, h as usize);
+        geometry::reading_order(&mut detection.boxes);
+        timings.boxes_ms += ms(clock);
+        Ok(detection)
     }
 
-    /// (text, confidence) per strip.
-    fn recognize(&mut self, strips: &[Rgb]) -> Result<Vec<(String, f32)>, OcrError> {
-        let mut out = vec![(String::new(), 0.0); strips.len()];
+    /// (text, confidence) per box of `image`. Strips are cut a batch at a time, so a page of
+    /// thousands of lines never holds more than one batch of strips.
+    fn recognize(
+        &mut self,
+        image: &RgbImage,
+        boxes: &[TextBox],
+        timings: &mut Timings,
+    ) -> Result<Vec<(String, f32)>, OcrError> {
+        let mut out = vec![(String::new(), 0.0); boxes.len()];
         // Similar widths together: less padding per batch.
-        let mut order: Vec<usize> = (0..strips.len()).collect();
-        let ratio = |s: &Rgb| s.width as f32 / s.height.max(1) as f32;
-        order.sort_by(|&a, &b| ratio(&strips[a]).total_cmp(&ratio(&strips[b])));
-        for group in order.chunks(REC_BATCH) {
+        let ratios: Vec<f32> = boxes
+            .iter()
+            .map(|b| {
+                let (w, h) = geometry::strip_size(&b.quad);
+                w as f32 / h.max(1) as f32
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..boxes.len()).collect();
+        order.sort_by(|&a, &b| ratios[a].total_cmp(&ratios[b]));
+        let width_of =
+            |ratio: f32| ((REC_HEIGHT as f32 * ratio).ceil() as usize).clamp(1, REC_MAX_WIDTH);
+        let (iw, ih) = image.dimensions();
+        let rgb = geometry::RgbRef {
+            width: iw as usize,
+            height: ih as usize,
+            data: image.as_raw(),
+        };
+        let mut rest = order.as_slice();
+        while !rest.is_empty() {
+            let clock = Instant::now();
+            // The batch: up to REC_BATCH strips within REC_BATCH_PIXELS at the width of its
+            // widest (the last, as they are sorted); always at least one.
+            let mut n = 1;
+            while n < rest.len().min(REC_BATCH) {
+                let width = width_of(ratios[rest[n]].max(320.0 / 48.0));
+                if (n + 1) * width * REC_HEIGHT as usize > REC_BATCH_PIXELS {
+                    break;
+                }
+                n += 1;
+            }
+            let (group, tail) = rest.split_at(n);
+            rest = tail;
             let max_ratio = group
                 .iter()
-                .map(|&i| ratio(&strips[i]))
+                .map(|&i| ratios[i])
                 .fold(320.0 / 48.0, f32::max);
-            let width = ((REC_HEIGHT as f32 * max_ratio) as usize).max(1);
-            let mut input = vec![0f32; group.len() * 3 * REC_HEIGHT as usize * width];
+            let width = width_of(max_ratio);
+            let plane = 3 * REC_HEIGHT as usize * width;
+            let mut input = vec![0f32; group.len() * plane];
             for (slot, &i) in group.iter().enumerate() {
-                let s = &strips[i];
-                let Some(img) = RgbImage::from_raw(s.width as u32, s.height as u32, s.data.clone())
+                let strip = geometry::crop_quad(&rgb, &boxes[i].quad);
+                let Some(img) =
+                    RgbImage::from_raw(strip.width as u32, strip.height as u32, strip.data)
                 else {
                     continue;
                 };
-                let resized_w = ((REC_HEIGHT as f32 * ratio(s)).ceil() as usize).clamp(1, width);
+                let resized_w = width_of(ratios[i]).min(width);
                 let resized =
                     imageops::resize(&img, resized_w as u32, REC_HEIGHT, FilterType::Triangle);
-                let plane = 3 * REC_HEIGHT as usize * width;
-                let chw = chw_bgr(&resized, resized_w, REC_HEIGHT as usize, width);
+                let chw = chw_bgr(&resized, width, REC_HEIGHT as usize, 0.0);
                 input[slot * plane..(slot + 1) * plane].copy_from_slice(&chw);
             }
             let tensor = Tensor::from_array(([group.len(), 3, REC_HEIGHT as usize, width], input))
                 .map_err(rt)?;
+            timings.crop_ms += ms(clock);
+            let clock = Instant::now();
             let outputs = self.rec.run(ort::inputs![tensor]).map_err(rt)?;
             let Some(value) = outputs.values().next() else {
                 return Err(OcrError::Shape {
@@ -308,9 +579,35 @@ impl Ocr {
                 };
                 out[i] = ctc_decode(probs, steps, classes, &self.dictionary);
             }
+            timings.recognize_ms += ms(clock);
         }
         Ok(out)
     }
+}
+
+/// `image` turned `degrees` clockwise (0, 90, 180 or 270).
+fn turn(image: &RgbImage, degrees: u16) -> RgbImage {
+    match degrees {
+        90 => imageops::rotate90(image),
+        180 => imageops::rotate180(image),
+        270 => imageops::rotate270(image),
+        _ => image.clone(),
+    }
+}
+
+/// A point of an image turned `degrees` clockwise by [`turn`], back in the coordinates of
+/// the image before the turn (`size`: its width and height).
+fn unturn((x, y): (f32, f32), degrees: u16, (w, h): (f32, f32)) -> (f32, f32) {
+    match degrees {
+        90 => (y, h - x),
+        180 => (w - x, h - y),
+        270 => (w - y, x),
+        _ => (x, y),
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
 }
 
 /// onnxruntime allows one environment per process: made by the first engine, shared by the
@@ -334,17 +631,20 @@ fn environment(runtime: &Path) -> Result<ort::environment::Environment, OcrError
 }
 
 /// `image` (RGB) as a CHW tensor in BGR order (the models were trained on OpenCV's BGR),
-/// normalised to `(x/255 - 0.5) / 0.5`, placed at the left of a `width`-wide plane (the rest
-/// stays 0, the padding value).
-fn chw_bgr(image: &RgbImage, w: usize, h: usize, width: usize) -> Vec<f32> {
-    let mut out = vec![0f32; 3 * h * width];
-    for (x, y, px) in image.enumerate_pixels() {
-        let (x, y) = (x as usize, y as usize);
-        if x >= w.min(width) || y >= h {
-            continue;
-        }
-        for (c, channel) in [2usize, 1, 0].into_iter().enumerate() {
-            out[c * h * width + y * width + x] = (f32::from(px[channel]) / 255.0 - 0.5) / 0.5;
+/// normalised to `(x/255 - 0.5) / 0.5`, placed at the top left of a `width` x `height`
+/// plane whose rest is `pad`.
+fn chw_bgr(image: &RgbImage, width: usize, height: usize, pad: f32) -> Vec<f32> {
+    let plane = height * width;
+    let mut out = vec![pad; 3 * plane];
+    let (w, h) = (image.width() as usize, image.height() as usize);
+    let raw = image.as_raw();
+    for y in 0..h.min(height) {
+        let row = &raw[y * w * 3..(y + 1) * w * 3];
+        for (x, px) in row.chunks_exact(3).take(width).enumerate() {
+            let at = y * width + x;
+            out[at] = f32::from(px[2]) / 127.5 - 1.0;
+            out[plane + at] = f32::from(px[1]) / 127.5 - 1.0;
+            out[2 * plane + at] = f32::from(px[0]) / 127.5 - 1.0;
         }
     }
     out
@@ -352,12 +652,14 @@ fn chw_bgr(image: &RgbImage, w: usize, h: usize, width: usize) -> Vec<f32> {
 
 /// A 2x2 maximum filter, OpenCV's `dilate` with a 2x2 kernel (anchor at its centre, so each
 /// pixel takes the max of itself and its left, upper and upper-left neighbours): the
-/// probability-map equivalent of dilating the thresholded map.
-fn dilate2x2(data: &[f32], w: usize, h: usize) -> Vec<f32> {
+/// probability-map equivalent of dilating the thresholded map. `data` is `w` x `h`; the
+/// result is its top-left `rw` x `rh`.
+fn dilate2x2(data: &[f32], w: usize, h: usize, rw: usize, rh: usize) -> Vec<f32> {
+    let (rw, rh) = (rw.min(w), rh.min(h));
     let at = |x: usize, y: usize| data.get(y * w + x).copied().unwrap_or(0.0);
-    let mut out = vec![0f32; w * h];
-    for y in 0..h {
-        for x in 0..w {
+    let mut out = vec![0f32; rw * rh];
+    for y in 0..rh {
+        for x in 0..rw {
             let mut m = at(x, y);
             if x > 0 {
                 m = m.max(at(x - 1, y));
@@ -368,7 +670,7 @@ fn dilate2x2(data: &[f32], w: usize, h: usize) -> Vec<f32> {
                     m = m.max(at(x - 1, y - 1));
                 }
             }
-            out[y * w + x] = m;
+            out[y * rw + x] = m;
         }
     }
     out
@@ -412,6 +714,7 @@ pub fn ctc_decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn ctc_collapses_repeats_and_drops_blanks() {
@@ -433,7 +736,81 @@ mod tests {
     #[test]
     fn dilation_spreads_right_and_down() {
         let data = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-        let out = dilate2x2(&data, 3, 3);
+        let out = dilate2x2(&data, 3, 3, 3, 3);
         assert_eq!(out, vec![1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    /// A pixel's centre, turned with the image, comes back to where it was.
+    #[test]
+    fn turned_points_come_back() {
+        let (w, h) = (5u32, 3u32);
+        let mut image = RgbImage::new(w, h);
+        image.put_pixel(3, 1, image::Rgb([255, 0, 0]));
+        for degrees in [0u16, 90, 180, 270] {
+            let turned = turn(&image, degrees);
+            let (x, y) = turned
+                .enumerate_pixels()
+                .find(|(_, _, p)| p[0] == 255)
+                .map(|(x, y, _)| (x, y))
+                .unwrap();
+            let back = unturn(
+                (x as f32 + 0.5, y as f32 + 0.5),
+                degrees,
+                (w as f32, h as f32),
+            );
+            assert_eq!(back, (3.5, 1.5), "{degrees} degrees");
+        }
+    }
+
+    #[test]
+    fn thin_long_and_tiny_images_get_bounded_detector_inputs() {
+        // A page: as RapidOCR (both sides to the nearest stride, no scaling).
+        assert_eq!(
+            det_input(1545, 2000, 2000),
+            DetInput {
+                resized: (1536, 2016),
+                padded: (1536, 2016)
+            }
+        );
+        // 2000 x 16: not 92,000 x 736; the thin side padded to one stride.
+        assert_eq!(
+            det_input(2000, 16, 2000),
+            DetInput {
+                resized: (2016, 16),
+                padded: (2016, 32)
+            }
+        );
+        assert_eq!(det_input(2000, 1, 2000).padded, (2016, 32));
+        assert_eq!(det_input(1, 1, 2000).padded, (736, 736));
+        // A word: scaled up, within the long side.
+        assert_eq!(det_input(100, 30, 2000).resized, (2016, 608));
+    }
+
+    proptest! {
+        #[test]
+        fn any_shape_gives_a_detector_input_within_max_side(
+            w in 1u32..300_000,
+            h in 1u32..300_000,
+            max_side in 1u32..5000,
+        ) {
+            let d = det_input(w, h, max_side);
+            let cap = max_side.max(DET_MIN_SIDE).div_ceil(DET_STRIDE) * DET_STRIDE;
+            for (r, p) in [(d.resized.0, d.padded.0), (d.resized.1, d.padded.1)] {
+                prop_assert!(p % DET_STRIDE == 0 && p <= cap, "{d:?}");
+                prop_assert!(r >= 1 && r <= p, "{d:?}");
+                prop_assert!(r == p || p == DET_STRIDE, "padding only for a thin side: {d:?}");
+            }
+        }
+
+        #[test]
+        fn ctc_decodes_any_output(
+            probs in prop::collection::vec(prop_oneof![0.0f32..1.0, Just(f32::NAN)], 0..200),
+            steps in 0usize..40,
+            classes in 0usize..8,
+        ) {
+            let dict: Vec<String> = ["", "a", "b"].iter().map(|s| s.to_string()).collect();
+            let (text, _) = ctc_decode(&probs, steps, classes, &dict);
+            prop_assert!(text.chars().all(|c| c == 'a' || c == 'b'));
+        }
     }
 }

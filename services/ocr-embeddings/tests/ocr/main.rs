@@ -63,6 +63,7 @@ fn extractor(limits: Limits) -> Extractor {
         threads: 2,
         max_side: 2000,
         min_confidence: 0.5,
+        orientation: true,
     })
     .expect("OCR models and onnxruntime (run `make tools`)");
     Extractor::new(&pdfium_library(), ocr, limits).unwrap()
@@ -86,7 +87,9 @@ const CONTRACT: &[&str] = &[
 fn a_scanned_page_is_read_back_with_few_errors() {
     let mut x = extractor(limits());
     let page = scan(CONTRACT, 200.0);
-    let Extracted { pages, ocr_pixels } = x.extract(&png(&page)).unwrap();
+    let Extracted {
+        pages, ocr_pixels, ..
+    } = x.extract(&png(&page)).unwrap();
     assert_eq!(pages.len(), 1);
     assert_eq!(pages[0].source, "ocr");
     assert_eq!(
@@ -162,7 +165,9 @@ fn pdf_pages_use_their_text_layer_and_scans_are_read() {
     );
 
     let scanned = scan(CONTRACT, 150.0);
-    let Extracted { pages, ocr_pixels } = x.extract(&image_pdf(&[&scanned, &scanned])).unwrap();
+    let Extracted {
+        pages, ocr_pixels, ..
+    } = x.extract(&image_pdf(&[&scanned, &scanned])).unwrap();
     assert_eq!(pages.len(), 2);
     assert!(pages.iter().all(|p| p.source == "ocr"), "{pages:?}");
     assert_eq!(pages[1].page, 2);
@@ -487,4 +492,155 @@ async fn kill_9_mid_stream_leaves_one_result_per_document() {
     child.kill().unwrap();
     child.wait().unwrap();
     stack.stop().await.unwrap();
+}
+
+/// One A4 page whose text layer holds `chars` characters, all on the page (0.1 pt type,
+/// 1,000 lines).
+fn dense_text_page(chars: usize) -> Vec<u8> {
+    let per_line = chars / 1000;
+    let line: String = "The quick brown fox jumps over the lazy dog. "
+        .chars()
+        .cycle()
+        .take(per_line)
+        .collect();
+    let mut content = String::from("BT /F1 0.1 Tf 0.8 TL 10 830 Td\n");
+    for _ in 0..1000 {
+        content.push_str(&format!("({line}) Tj T*\n"));
+    }
+    content.push_str("ET\n");
+    let mut stream = format!("<< /Length {} >>\nstream\n", content.len()).into_bytes();
+    stream.extend_from_slice(content.as_bytes());
+    stream.extend_from_slice(b"\nendstream");
+    docflow_embedded::pdf::assemble(&[
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Count 1 /Kids [4 0 R] >>".to_vec(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>".to_vec(),
+        stream,
+    ])
+}
+
+/// The stage's page-reading workers as the stage starts them (this package's binary in
+/// worker mode, the stage's default limits).
+fn worker_pool() -> docflow_stage::isolate::WorkerPool {
+    let tools = workspace_root().join(".tools");
+    let config = docflow_ocr_embeddings::Config::with_tools(&tools).unwrap();
+    let isolation = docflow_stage::isolate::IsolationArgs {
+        worker_exe: Some(env!("CARGO_BIN_EXE_docflow-ocr-embeddings").into()),
+        ..config.isolation.clone()
+    }
+    .for_workers(config.stage.consumer.workers);
+    docflow_ocr_embeddings::read_pool(&config.pdfium_lib, &config.read, isolation).unwrap()
+}
+
+/// Scanners deliver pages on their side or upside down: each turn is found, undone, and
+/// the page read as well as upright; the lines' boxes stay in the delivered image's pixels.
+#[test]
+fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
+    let mut x = extractor(limits());
+    let lines: Vec<&str> = INVOICE.iter().chain(CONTRACT).copied().collect();
+    let want = lines.join("\n");
+    let upright = docflow_embedded::pdf::noisy_rotated(&scan(&lines, 200.0), 0.5);
+    for degrees in [0u16, 90, 180, 270] {
+        let delivered = match degrees {
+            90 => image::imageops::rotate90(&upright),
+            180 => image::imageops::rotate180(&upright),
+            270 => image::imageops::rotate270(&upright),
+            _ => upright.clone(),
+        };
+        let page = x.extract(&png(&delivered)).unwrap().pages.remove(0);
+        let rate = cer(&page.text, &want);
+        eprintln!(
+            "turned {degrees}: read turned back {}, CER {rate:.4}",
+            page.rotation
+        );
+        // The page was turned `degrees` clockwise: it is read after turning it back.
+        assert_eq!(page.rotation, (360 - degrees) % 360, "turned {degrees}");
+        assert!(rate < 0.03, "turned {degrees}: CER {rate}: {:?}", page.text);
+        assert_eq!(page.size, Some(delivered.dimensions()));
+        let (w, h) = delivered.dimensions();
+        for line in &page.lines {
+            for &(px, py) in &line.quad {
+                assert!(
+                    (0.0..=w as f32).contains(&px) && (0.0..=h as f32).contains(&py),
+                    "{line:?} outside {w} x {h}"
+                );
+            }
+        }
+        // The first line's box is where the first line is on the delivered image: at the
+        // top for 0, at the right for 90, at the bottom for 180, at the left for 270.
+        let first = &page.lines[0];
+        let cx = first.quad.iter().map(|p| p.0).sum::<f32>() / 4.0 / w as f32;
+        let cy = first.quad.iter().map(|p| p.1).sum::<f32>() / 4.0 / h as f32;
+        let at = match degrees {
+            0 => cy < 0.25,
+            90 => cx > 0.75,
+            180 => cy > 0.75,
+            _ => cx < 0.25,
+        };
+        assert!(
+            at,
+            "turned {degrees}: first line at ({cx:.2}, {cy:.2}): {first:?}"
+        );
+    }
+}
+
+/// Degenerate but legitimate shapes are read (or found empty) in one pass of bounded size:
+/// never a detector input of 92,000 x 736 (a 2000 x 16 strip scaled up to the detector's
+/// 736-pixel short side), an onnxruntime error or a worker out of memory.
+#[test]
+fn thin_long_and_tiny_images_are_read() {
+    let mut x = extractor(limits());
+    let stripes = |w: u32, h: u32| {
+        GrayImage::from_fn(w, h, |x, y| {
+            image::Luma([if (x / 7 + y / 5) % 3 == 0 { 30 } else { 240 }])
+        })
+    };
+    for (w, h) in [
+        (2000, 1),
+        (2000, 16),
+        (2000, 64),
+        (1, 2000),
+        (16, 2000),
+        (3, 3),
+        (1, 1),
+    ] {
+        let page = x.extract(&png(&stripes(w, h))).unwrap().pages.remove(0);
+        assert_eq!(page.size, Some((w, h)), "{w} x {h}");
+    }
+    // A line of text cut out of a scan as a thin strip (2000 x 40 at 200 dpi) reads.
+    let line = scan(&["Invoice 2024-0042 from ACME Supplies Ltd."], 200.0);
+    // The baseline is 770 pt up an 842 pt page: 200 px down at 200 dpi; the type 12 pt.
+    let strip = image::imageops::crop_imm(&line, 0, 165, line.width(), 50).to_image();
+    let page = x.extract(&png(&strip)).unwrap().pages.remove(0);
+    assert!(
+        cer(&page.text, "Invoice 2024-0042 from ACME Supplies Ltd.") < 0.05,
+        "{:?}",
+        page.text
+    );
+}
+
+/// A page whose text layer holds 5 million characters (0.1 pt type) is read whole by a
+/// worker at the stage's default limits; reading a text layer costs pdfium ~190 bytes a
+/// character at its peak (bench/results/ocr-pages.md), so one of 10 million dies at the
+/// 2 GiB limit: dead-lettered `memory_limit` in seconds, the next document read by a fresh
+/// worker.
+#[tokio::test]
+async fn a_text_layer_of_millions_of_characters_is_read_within_the_worker_limits() {
+    let pool = worker_pool();
+    let answer = pool.run(&dense_text_page(5_000_000)).await.unwrap();
+    let x: Extracted = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(x.pages[0].source, "text_layer");
+    assert!(
+        x.pages[0].text.len() >= 5_000_000,
+        "{}",
+        x.pages[0].text.len()
+    );
+    let memory = x.memory.unwrap();
+    assert!(memory.peak_rss_bytes < 1536 << 20, "{memory:?}");
+    let e = pool.run(&dense_text_page(10_000_000)).await.unwrap_err();
+    assert_eq!(e.class(), "memory_limit", "{e}");
+    let answer = pool.run(&text_pdf(&[INVOICE])).await.unwrap();
+    let x: Extracted = serde_json::from_slice(&answer).unwrap();
+    assert!(x.pages[0].text.contains("ACME"));
 }
