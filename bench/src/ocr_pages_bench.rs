@@ -1,0 +1,731 @@
+//! OCR on real pages through one real page-reading worker (the release
+//! `docflow-ocr-embeddings` in worker mode, as the stage runs it): accuracy per page (in
+//! reading order and as a bag of words), time and CPU per page against RapidOCR on the same
+//! pages, the worker's memory page after page (the soak), peak memory by page size, pages
+//! turned 90/180/270 degrees, degenerate shapes, and a 10-page scan as one document.
+//! `make bench` writes `bench/results/ocr-pages.md`.
+//!
+//! The pages: every page with a text layer of 40+ words of the PDFs in `--pdfs` (pypdf
+//! 7.1.1's test resources: a public-domain scan, forms, papers, multi-column layouts),
+//! rendered at 150, 200 or 300 dpi in turn with ±24 grey levels of noise and a 0.5° skew;
+//! every fourth page also turned a quarter, a half or three quarters. The reference is each
+//! page's own text layer in pdfium's order.
+
+use std::fmt::Write as _;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Parser;
+use docflow_bench::report_head;
+use docflow_embedded::measure::{levenshtein, words};
+use docflow_embedded::pdf::{image_pdf, noisy_rotated, text_pdf};
+use docflow_embedded::{pdfium_library, workspace_binary, workspace_root};
+use docflow_ocr_embeddings::pages::Extracted;
+use docflow_stage::isolate::{IsolationArgs, WorkerPool};
+use image::{DynamicImage, GrayImage, ImageFormat};
+use pdfium_render::prelude::PdfRenderConfig;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Markdown report to write.
+    #[arg(long, default_value = "bench/results/ocr-pages.md")]
+    out: PathBuf,
+    /// Folders of real PDFs (`scripts/fetch-bench-pdfs.sh`), in the order their pages are read.
+    #[arg(long, default_values = [".tools/bench-dense", ".tools/bench-pdfs"])]
+    pdfs: Vec<PathBuf>,
+    /// Pages read through one worker (the soak): the real pages, again at other
+    /// resolutions, until this many.
+    #[arg(long, default_value_t = 200)]
+    pages: usize,
+    /// Most pages taken from one PDF.
+    #[arg(long, default_value_t = 12)]
+    per_pdf: usize,
+    /// Python with rapidocr 3.10.0 and onnxruntime 1.32.0: reads the same dense pages in the
+    /// same run (bench/reference/rapidocr_pages.py) for the cost table.
+    #[arg(long)]
+    rapidocr_python: Option<PathBuf>,
+    /// Every page's row as CSV (page, name, dpi, turn, words, accuracies, time, CPU, RSS).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+/// A page to read.
+struct Sample {
+    name: String,
+    dpi: u32,
+    /// Degrees clockwise the page was turned (what the reader must undo).
+    turned: u16,
+    png: Vec<u8>,
+    size: (u32, u32),
+    /// The reference words, in order.
+    truth: Vec<String>,
+}
+
+/// One page read by the worker.
+struct Row {
+    sample: usize,
+    ms: f64,
+    cpu_ms: f64,
+    accuracy: f64,
+    recall: f64,
+    rotation: u16,
+    rss: u64,
+    peak: u64,
+    data: u64,
+    failed: Option<String>,
+}
+
+const DPIS: [u32; 3] = [200, 150, 300];
+const TURNS: [u16; 3] = [90, 180, 270];
+const MIB: f64 = 1048576.0;
+
+fn png(image: &DynamicImage) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    image.write_to(&mut Cursor::new(&mut out), ImageFormat::Png)?;
+    Ok(out)
+}
+
+fn turn(image: GrayImage, degrees: u16) -> GrayImage {
+    match degrees {
+        90 => image::imageops::rotate90(&image),
+        180 => image::imageops::rotate180(&image),
+        270 => image::imageops::rotate270(&image),
+        _ => image,
+    }
+}
+
+/// A page of a real PDF with a text layer.
+struct RealPage {
+    /// The PDF's file name.
+    name: String,
+    pdf: Vec<u8>,
+    /// 0-based.
+    index: u16,
+    text: String,
+}
+
+impl RealPage {
+    fn label(&self) -> String {
+        format!("{} p{}", self.name, self.index + 1)
+    }
+}
+
+/// Every page with 40+ words of the PDFs in `dirs`, at most `per_pdf` a PDF.
+fn real_pages(dirs: &[PathBuf], per_pdf: usize) -> anyhow::Result<Vec<RealPage>> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        out.extend(real_pages_in(dir, per_pdf)?);
+    }
+    Ok(out)
+}
+
+fn real_pages_in(dir: &Path, per_pdf: usize) -> anyhow::Result<Vec<RealPage>> {
+    let pdfium = docflow_stage::media::pdfium(&pdfium_library())?;
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| format!("{} (run scripts/fetch-bench-pdfs.sh)", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".pdf"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+            continue;
+        };
+        let Ok(doc) = pdfium.load_pdf_from_byte_slice(&bytes, None) else {
+            continue; // encrypted or broken: not a page to measure OCR on
+        };
+        let mut taken = 0;
+        for (i, page) in doc.pages().iter().enumerate() {
+            if taken >= per_pdf {
+                break;
+            }
+            let text = page.text().map(|t| t.all()).unwrap_or_default();
+            if words(&text).len() >= 40 {
+                out.push(RealPage {
+                    name: name.clone(),
+                    pdf: bytes.clone(),
+                    index: i as u16,
+                    text,
+                });
+                taken += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Page `index` of `pdf` rendered at `dpi` (within 4000 px) in grey.
+fn render(pdf: &[u8], index: u16, dpi: u32) -> anyhow::Result<GrayImage> {
+    let pdfium = docflow_stage::media::pdfium(&pdfium_library())?;
+    let doc = pdfium.load_pdf_from_byte_slice(pdf, None)?;
+    let page = doc.pages().get(i32::from(index))?;
+    let width = (page.width().value * dpi as f32 / 72.0) as i32;
+    let image = page
+        .render_with_config(
+            &PdfRenderConfig::new()
+                .set_target_width(width.min(4000))
+                .set_maximum_height(4000),
+        )?
+        .as_image()?;
+    Ok(image.to_luma8())
+}
+
+fn samples(args: &Args) -> anyhow::Result<Vec<Sample>> {
+    let pages = real_pages(&args.pdfs, args.per_pdf)?;
+    anyhow::ensure!(!pages.is_empty(), "no page of 40+ words in {:?}", args.pdfs);
+    let mut out = Vec::with_capacity(args.pages);
+    let mut k = 0usize;
+    while out.len() < args.pages {
+        let page = &pages[k % pages.len()];
+        let round = k / pages.len();
+        let dpi = DPIS[(k + round) % DPIS.len()];
+        let turned = if k % 4 == 3 {
+            TURNS[(k / 4) % TURNS.len()]
+        } else {
+            0
+        };
+        let scan = turn(
+            noisy_rotated(&render(&page.pdf, page.index, dpi)?, 0.5),
+            turned,
+        );
+        let size = scan.dimensions();
+        out.push(Sample {
+            name: page.label(),
+            dpi,
+            turned,
+            png: png(&DynamicImage::ImageLuma8(scan))?,
+            size,
+            truth: words(&page.text),
+        });
+        k += 1;
+    }
+    Ok(out)
+}
+
+/// Word accuracy in order and word recall of `got` against `want`.
+fn score(got: &[String], want: &[String]) -> (f64, f64) {
+    let accuracy = 1.0 - levenshtein(got, want) as f64 / want.len().max(1) as f64;
+    let mut pool: Vec<&String> = got.iter().collect();
+    let mut found = 0usize;
+    for w in want {
+        if let Some(i) = pool.iter().position(|g| *g == w) {
+            pool.swap_remove(i);
+            found += 1;
+        }
+    }
+    (accuracy.max(0.0), found as f64 / want.len().max(1) as f64)
+}
+
+fn pool(exe: &Path) -> anyhow::Result<WorkerPool> {
+    let tools = workspace_root().join(".tools");
+    let config = docflow_ocr_embeddings::Config::with_tools(&tools)?;
+    let isolation = IsolationArgs {
+        worker_exe: Some(exe.to_path_buf()),
+        ..config.isolation.clone()
+    };
+    Ok(docflow_ocr_embeddings::read_pool(
+        &config.pdfium_lib,
+        &config.read,
+        isolation,
+    )?)
+}
+
+/// Reads `bytes` in `pool`'s worker: the answer, the wall time, or why not.
+async fn read(pool: &WorkerPool, bytes: &[u8]) -> (Result<Extracted, String>, f64) {
+    let t = Instant::now();
+    let answer = pool.run(bytes).await;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let parsed = answer
+        .map_err(|e| format!("{}: {e}", e.class()))
+        .and_then(|b| serde_json::from_slice::<Extracted>(&b).map_err(|e| e.to_string()));
+    (parsed, ms)
+}
+
+fn text_of(x: &Extracted) -> String {
+    x.pages
+        .iter()
+        .map(|p| p.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A dense synthetic page (80 lines of 11 pt text) rendered `w` x `h`, noisy.
+fn dense_page(w: u32, h: u32) -> anyhow::Result<Vec<u8>> {
+    let lines: Vec<String> = (0..58)
+        .map(|i| {
+            format!(
+                "{i:02} The committee reviewed clause {} of the agreement and noted that payments of {}.{:02} EUR fall due",
+                i * 7 % 31,
+                i * 131 % 9973,
+                i * 17 % 100
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let pdf = text_pdf(&[&refs]);
+    let pdfium = docflow_stage::media::pdfium(&pdfium_library())?;
+    let doc = pdfium.load_pdf_from_byte_slice(&pdf, None)?;
+    let page = doc.pages().get(0)?;
+    let image = page
+        .render_with_config(&PdfRenderConfig::new().set_target_width(w as i32))?
+        .as_image()?
+        .to_luma8();
+    let image = image::imageops::resize(&image, w, h, image::imageops::FilterType::Triangle);
+    png(&DynamicImage::ImageLuma8(noisy_rotated(&image, 0.3)))
+}
+
+/// RapidOCR on `files`: (wall ms, CPU ms, text) per file, in order.
+fn rapidocr(python: &Path, files: &[PathBuf]) -> anyhow::Result<Vec<(f64, f64, String)>> {
+    let script = workspace_root().join("bench/reference/rapidocr_pages.py");
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .args(files)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "rapidocr_pages.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rows = Vec::new();
+    for line in String::from_utf8(out.stdout)?.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        rows.push((
+            v["ms"].as_f64().unwrap_or(f64::NAN),
+            v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
+            v["text"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    anyhow::ensure!(
+        rows.len() == files.len(),
+        "rapidocr_pages.py answered {} of {} pages",
+        rows.len(),
+        files.len()
+    );
+    Ok(rows)
+}
+
+fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = v
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { f64::NAN } else { sum / n as f64 }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let exe = workspace_binary("docflow-ocr-embeddings")?;
+    println!("building {} pages from {:?}", args.pages, args.pdfs);
+    let samples = samples(&args)?;
+    let distinct = samples
+        .iter()
+        .position(|s| s.name == samples[0].name && s.dpi != samples[0].dpi)
+        .unwrap_or(samples.len());
+
+    // 1. Every page through ONE worker, in order: accuracy, time, CPU, memory after each.
+    let worker = pool(&exe)?;
+    let (warm, _) = read(&worker, &dense_page(800, 1000)?).await;
+    warm.map_err(anyhow::Error::msg)?;
+    let mut rows: Vec<Row> = Vec::with_capacity(samples.len());
+    for (i, s) in samples.iter().enumerate() {
+        let (answer, ms) = read(&worker, &s.png).await;
+        let row = match answer {
+            Ok(x) => {
+                let (accuracy, recall) = score(&words(&text_of(&x)), &s.truth);
+                let memory = x.memory.unwrap_or_default();
+                Row {
+                    sample: i,
+                    ms,
+                    cpu_ms: x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0,
+                    accuracy,
+                    recall,
+                    rotation: x.pages.first().map_or(0, |p| p.rotation),
+                    rss: memory.rss_bytes,
+                    peak: memory.peak_rss_bytes,
+                    data: memory.data_bytes,
+                    failed: None,
+                }
+            }
+            Err(e) => Row {
+                sample: i,
+                ms,
+                cpu_ms: f64::NAN,
+                accuracy: 0.0,
+                recall: 0.0,
+                rotation: 0,
+                rss: 0,
+                peak: 0,
+                data: 0,
+                failed: Some(e),
+            },
+        };
+        println!(
+            "page {:3} {:<50} {:>4} dpi turned {:>3}: {:>5.1} % in order, {:>5.1} % found, turned back {:>3}, {:>6.0} ms, {:>6.0} CPU ms, RSS {:>5.0} MiB (peak {:>5.0}, data {:>5.0}){}",
+            i + 1,
+            s.name,
+            s.dpi,
+            s.turned,
+            row.accuracy * 100.0,
+            row.recall * 100.0,
+            row.rotation,
+            row.ms,
+            row.cpu_ms,
+            row.rss as f64 / MIB,
+            row.peak as f64 / MIB,
+            row.data as f64 / MIB,
+            row.failed
+                .as_deref()
+                .map(|e| format!(" FAILED {e}"))
+                .unwrap_or_default()
+        );
+        rows.push(row);
+    }
+    drop(worker);
+
+    // 2. Peak memory by page size, each in a fresh worker.
+    let mut sizes = Vec::new();
+    for (w, h) in [
+        (1000, 1000),
+        (2000, 2000),
+        (2480, 3508),
+        (3000, 3000),
+        (4000, 4000),
+        (6000, 6000),
+    ] {
+        let page = dense_page(w, h)?;
+        let fresh = pool(&exe)?;
+        let (answer, ms) = read(&fresh, &page).await;
+        let x = answer.map_err(anyhow::Error::msg)?;
+        let m = x.memory.unwrap_or_default();
+        println!(
+            "{w} x {h}: peak RSS {:.0} MiB in {ms:.0} ms",
+            m.peak_rss_bytes as f64 / MIB
+        );
+        sizes.push((w, h, m, ms, x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0));
+    }
+
+    // 3. Degenerate shapes: each read or refused within bounded time.
+    let mut shapes = Vec::new();
+    for (w, h) in [
+        (2000, 1),
+        (2000, 16),
+        (2000, 64),
+        (1, 2000),
+        (16, 2000),
+        (3, 3),
+        (8000, 40),
+    ] {
+        let image = DynamicImage::ImageLuma8(GrayImage::from_fn(w, h, |x, y| {
+            image::Luma([if (x / 7 + y / 5) % 3 == 0 { 30 } else { 240 }])
+        }));
+        let fresh = pool(&exe)?;
+        let (answer, ms) = read(&fresh, &png(&image)?).await;
+        let outcome = match answer {
+            Ok(x) => format!(
+                "read: {} lines",
+                x.pages.iter().map(|p| p.lines.len()).sum::<usize>()
+            ),
+            Err(e) => e,
+        };
+        println!("{w} x {h}: {outcome} in {ms:.0} ms");
+        shapes.push((w, h, outcome, ms));
+    }
+
+    // 4. A 10-page scan (the first ten dense pages at 150 dpi) as one document.
+    let dense: Vec<&Sample> = samples[..distinct]
+        .iter()
+        .filter(|s| s.truth.len() >= 300 && s.turned == 0)
+        .collect();
+    let mut ten = Vec::new();
+    let pages = real_pages(&args.pdfs, args.per_pdf)?;
+    for s in samples[..distinct]
+        .iter()
+        .filter(|s| s.truth.len() >= 300)
+        .take(10)
+    {
+        if let Some(p) = pages.iter().find(|p| p.label() == s.name) {
+            ten.push(noisy_rotated(&render(&p.pdf, p.index, 150)?, 0.5));
+        }
+    }
+    drop(pages);
+    let ten_refs: Vec<&GrayImage> = ten.iter().collect();
+    let fresh = pool(&exe)?;
+    let (answer, ten_ms) = read(&fresh, &image_pdf(&ten_refs)).await;
+    let ten_cpu = answer
+        .as_ref()
+        .ok()
+        .and_then(|x| x.cpu_seconds)
+        .unwrap_or(f64::NAN)
+        * 1000.0;
+    let ten_failed = answer.err();
+    println!(
+        "{}-page scan: {ten_ms:.0} ms, {ten_cpu:.0} CPU ms {ten_failed:?}",
+        ten.len()
+    );
+    drop(fresh);
+
+    // 5. RapidOCR on the same dense pages, after ours, alone.
+    let mut reference = None;
+    if let Some(python) = &args.rapidocr_python {
+        let dir = tempfile::tempdir()?;
+        let mut files = Vec::new();
+        for (i, s) in dense.iter().enumerate() {
+            let path = dir.path().join(format!("{i:03}.png"));
+            std::fs::write(&path, &s.png)?;
+            files.push(path);
+        }
+        let rows = rapidocr(python, &files)?;
+        reference = Some(rows);
+    }
+
+    // The report.
+    let mut md = report_head(
+        "OCR on real pages: accuracy, cost, memory",
+        "ocr-pages-bench",
+        "CPU only; PP-OCRv6 small det + rec and the PP-OCR mobile v2.0 line orientation classifier (rapidocr 3.10.0's) on onnxruntime 1.32.0; one page-reading worker (the release docflow-ocr-embeddings in worker mode, the stage's defaults: --ocr-threads 0, --worker-memory 2GiB)",
+    );
+    let _ = writeln!(
+        md,
+        "The pages: every page with a text layer of 40+ words (at most {} a PDF) of the dense PDFs (IRS 2007 Instructions and Form 1040-NR, a two-column paper and the DMCA summary from pdfminer 20191125's samples; DD 293, VA 21-0966 and a 300 dpi brochure scan from pikepdf 10.18.0's tests), then of the PDFs in pypdf 7.1.1's test resources (`scripts/fetch-bench-pdfs.sh`), rendered at 150/200/300 dpi in turn with ±24 grey levels of noise and a 0.5° skew; every fourth page turned 90°, 180° or 270°. The reference is the page's own text layer in pdfium's order (itself imperfect: a few PDFs' layers are old OCR, and pdfium's order is not always the visual one). **In order**: 1 − word-level Levenshtein distance / reference words (reading order counts). **Found**: reference words found anywhere on the page.\n",
+        args.per_pdf
+    );
+    let read_ok: Vec<&Row> = rows.iter().filter(|r| r.failed.is_none()).collect();
+    let failed = rows.len() - read_ok.len();
+    let weighted = |f: &dyn Fn(&Row) -> f64, only: &dyn Fn(&Sample) -> bool| {
+        let (mut num, mut den) = (0.0, 0.0);
+        for r in &rows {
+            let s = &samples[r.sample];
+            if only(s) {
+                num += f(r) * s.truth.len() as f64;
+                den += s.truth.len() as f64;
+            }
+        }
+        num / den.max(1.0)
+    };
+    let all = |_: &Sample| true;
+    let upright = |s: &Sample| s.turned == 0;
+    let turned = |s: &Sample| s.turned != 0;
+    let right_turn = rows
+        .iter()
+        .filter(|r| samples[r.sample].turned == r.rotation && r.failed.is_none())
+        .count();
+    let _ = writeln!(
+        md,
+        "## Summary ({} pages through one worker)\n\n| | pages | in order | found |\n|---|---|---|---|\n| all | {} | {:.1} % | {:.1} % |\n| upright | {} | {:.1} % | {:.1} % |\n| turned 90/180/270 | {} | {:.1} % | {:.1} % |\n\nPages not read (dead letters): **{failed}**. Orientation found right: {right_turn} of {} pages. Time per page: mean {:.0} ms wall, {:.0} ms CPU.\n",
+        rows.len(),
+        rows.len(),
+        weighted(&|r| r.accuracy, &all) * 100.0,
+        weighted(&|r| r.recall, &all) * 100.0,
+        samples.iter().filter(|s| upright(s)).count(),
+        weighted(&|r| r.accuracy, &upright) * 100.0,
+        weighted(&|r| r.recall, &upright) * 100.0,
+        samples.iter().filter(|s| turned(s)).count(),
+        weighted(&|r| r.accuracy, &turned) * 100.0,
+        weighted(&|r| r.recall, &turned) * 100.0,
+        rows.len(),
+        mean(read_ok.iter().map(|r| r.ms)),
+        mean(read_ok.iter().map(|r| r.cpu_ms)),
+    );
+
+    // Soak.
+    let first: Vec<f64> = rows.iter().take(20).map(|r| r.rss as f64 / MIB).collect();
+    let last: Vec<f64> = rows
+        .iter()
+        .rev()
+        .take(20)
+        .map(|r| r.rss as f64 / MIB)
+        .collect();
+    let max_rss = rows.iter().map(|r| r.rss).max().unwrap_or(0) as f64 / MIB;
+    let max_peak = rows.iter().map(|r| r.peak).max().unwrap_or(0) as f64 / MIB;
+    let max_data = rows.iter().map(|r| r.data).max().unwrap_or(0) as f64 / MIB;
+    let _ = writeln!(
+        md,
+        "## The soak: memory page after page through one worker\n\nRSS after the page (the worker idle again), the page's own peak RSS (VmHWM, reset before each page) and VmData (heap and private mappings: what `--worker-memory` limits), every 10th page; the whole series is on the command's standard output.\n\nRSS after a page: first 20 pages mean **{:.0} MiB**, last 20 mean **{:.0} MiB** (growth {:+.0} MiB over {} pages); max {max_rss:.0} MiB. Largest page peak {max_peak:.0} MiB; largest VmData {max_data:.0} MiB.\n\n| page | size | RSS after | peak during | VmData |\n|---|---|---|---|---|",
+        mean(first.iter().copied()),
+        mean(last.iter().copied()),
+        mean(last.iter().copied()) - mean(first.iter().copied()),
+        rows.len()
+    );
+    for r in rows
+        .iter()
+        .filter(|r| (r.sample + 1) % 10 == 0 || r.sample == 0)
+    {
+        let s = &samples[r.sample];
+        let _ = writeln!(
+            md,
+            "| {} | {}×{} | {:.0} MiB | {:.0} MiB | {:.0} MiB |",
+            r.sample + 1,
+            s.size.0,
+            s.size.1,
+            r.rss as f64 / MIB,
+            r.peak as f64 / MIB,
+            r.data as f64 / MIB
+        );
+    }
+
+    let _ = writeln!(
+        md,
+        "\n## Peak memory by page size (a fresh worker each; a dense synthetic page of 58 lines, noisy)\n\n| image | peak RSS | RSS after | VmData after | wall | CPU |\n|---|---|---|---|---|---|"
+    );
+    for (w, h, m, ms, cpu) in &sizes {
+        let _ = writeln!(
+            md,
+            "| {w}×{h} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {ms:.0} ms | {cpu:.0} ms |",
+            m.peak_rss_bytes as f64 / MIB,
+            m.rss_bytes as f64 / MIB,
+            m.data_bytes as f64 / MIB
+        );
+    }
+
+    let _ = writeln!(
+        md,
+        "\n## Degenerate shapes (a fresh worker each; stripes, no text)\n\n| image | outcome | wall |\n|---|---|---|"
+    );
+    for (w, h, outcome, ms) in &shapes {
+        let _ = writeln!(md, "| {w}×{h} | {outcome} | {ms:.0} ms |");
+    }
+
+    let _ = writeln!(
+        md,
+        "\n## Cost on dense pages (300+ reference words, upright, first pass)\n"
+    );
+    match &reference {
+        Some(rapid) => {
+            let _ = writeln!(
+                md,
+                "RapidOCR 3.10.0 (Python, `bench/reference/rapidocr_pages.py`: angle classifier off, the same det + rec ONNX models, onnxruntime's default threads) read the same PNGs in the same run, after docflow, alone on the machine. CPU: the process's user + system time for the page.\n\n| page | words | docflow in order / found | docflow wall / CPU | RapidOCR in order / found | RapidOCR wall / CPU | CPU ratio |\n|---|---|---|---|---|---|---|"
+            );
+            let (mut ours, mut theirs) = (0.0, 0.0);
+            let (mut acc_ours, mut acc_theirs, mut n_words) = (0.0, 0.0, 0.0);
+            for (s, (rms, rcpu, text)) in dense.iter().zip(rapid) {
+                let Some(r) = rows.iter().find(|r| std::ptr::eq(&samples[r.sample], *s)) else {
+                    continue;
+                };
+                let (ra, rr) = score(&words(text), &s.truth);
+                ours += r.cpu_ms;
+                theirs += rcpu;
+                acc_ours += r.recall * s.truth.len() as f64;
+                acc_theirs += rr * s.truth.len() as f64;
+                n_words += s.truth.len() as f64;
+                let _ = writeln!(
+                    md,
+                    "| {} ({} dpi) | {} | {:.1} / {:.1} % | {:.0} / {:.0} ms | {:.1} / {:.1} % | {:.0} / {:.0} ms | {:.2} |",
+                    s.name,
+                    s.dpi,
+                    s.truth.len(),
+                    r.accuracy * 100.0,
+                    r.recall * 100.0,
+                    r.ms,
+                    r.cpu_ms,
+                    ra * 100.0,
+                    rr * 100.0,
+                    rms,
+                    rcpu,
+                    r.cpu_ms / rcpu
+                );
+            }
+            let _ = writeln!(
+                md,
+                "| **all** | | found {:.1} % | CPU {:.0} ms | found {:.1} % | CPU {:.0} ms | **{:.2}** |",
+                acc_ours / n_words.max(1.0) * 100.0,
+                ours,
+                acc_theirs / n_words.max(1.0) * 100.0,
+                theirs,
+                ours / theirs
+            );
+        }
+        None => {
+            let _ = writeln!(
+                md,
+                "(RapidOCR not run: pass `--rapidocr-python` with a venv holding rapidocr 3.10.0 and onnxruntime 1.32.0.)\n\n| page | words | in order / found | wall / CPU |\n|---|---|---|---|"
+            );
+            for s in &dense {
+                if let Some(r) = rows.iter().find(|r| std::ptr::eq(&samples[r.sample], *s)) {
+                    let _ = writeln!(
+                        md,
+                        "| {} ({} dpi) | {} | {:.1} / {:.1} % | {:.0} / {:.0} ms |",
+                        s.name,
+                        s.dpi,
+                        s.truth.len(),
+                        r.accuracy * 100.0,
+                        r.recall * 100.0,
+                        r.ms,
+                        r.cpu_ms
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n## A {}-page scan as one document (dense pages at 150 dpi in an image PDF; the worker rasterises each at the stage's 300 dpi within 2000 px)\n\nWall {:.1} s, CPU {:.1} s{}.\n",
+        ten.len(),
+        ten_ms / 1000.0,
+        ten_cpu / 1000.0,
+        ten_failed
+            .map(|e| format!(" — FAILED: {e}"))
+            .unwrap_or_default()
+    );
+
+    let _ = writeln!(
+        md,
+        "## Every distinct page (first pass)\n\n| # | page | dpi | turned / found | size | words | in order | found | wall | CPU | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows.iter().take(distinct) {
+        let s = &samples[r.sample];
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} / {} | {}×{} | {} | {:.1} % | {:.1} % | {:.0} ms | {:.0} ms | {:.0} MiB |{}",
+            r.sample + 1,
+            s.name,
+            s.dpi,
+            s.turned,
+            r.rotation,
+            s.size.0,
+            s.size.1,
+            s.truth.len(),
+            r.accuracy * 100.0,
+            r.recall * 100.0,
+            r.ms,
+            r.cpu_ms,
+            r.peak as f64 / MIB,
+            r.failed
+                .as_deref()
+                .map(|e| format!(" FAILED: {e}"))
+                .unwrap_or_default()
+        );
+    }
+
+    if let Some(csv) = &args.csv {
+        let mut out = String::from(
+            "page,name,dpi,turned,found_turn,words,in_order,found,wall_ms,cpu_ms,rss_mib,peak_mib,data_mib,failed\n",
+        );
+        for r in &rows {
+            let s = &samples[r.sample];
+            let _ = writeln!(
+                out,
+                "{},{:?},{},{},{},{},{:.4},{:.4},{:.0},{:.0},{:.1},{:.1},{:.1},{:?}",
+                r.sample + 1,
+                s.name,
+                s.dpi,
+                s.turned,
+                r.rotation,
+                s.truth.len(),
+                r.accuracy,
+                r.recall,
+                r.ms,
+                r.cpu_ms,
+                r.rss as f64 / MIB,
+                r.peak as f64 / MIB,
+                r.data as f64 / MIB,
+                r.failed.as_deref().unwrap_or("")
+            );
+        }
+        std::fs::write(csv, out)?;
+    }
+    docflow_bench::write_report(&args.out, &md)
+}
