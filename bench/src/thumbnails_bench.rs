@@ -120,6 +120,7 @@ async fn head_of_line(
         stage_memory: 4 << 30,
         worker_cpu: std::time::Duration::from_secs(60),
         worker_timeout: std::time::Duration::from_secs(120),
+        worker_stall: std::time::Duration::from_secs(20),
         worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
     };
     let pool = std::sync::Arc::new(docflow_thumbnails::render_pool(

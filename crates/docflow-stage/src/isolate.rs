@@ -6,10 +6,13 @@
 //! with [`WORKER_ARG`], one per concurrent job at most. Each worker limits itself
 //! (`RLIMIT_DATA`, the heap and private mappings, to `--worker-memory`; `RLIMIT_CPU` to
 //! `--worker-cpu` more seconds before each job) and the parent bounds each job by
-//! `--worker-timeout` of wall-clock time. A worker that dies or runs out of time is
-//! replaced, and the job fails with [`IsolationError`], whose [`IsolationError::class`]
-//! (`memory_limit`, `timeout`, `worker_crashed`) is the dead-letter class. Workers do not
-//! share a lock either: pdfium's global lock is per process.
+//! `--worker-timeout` of wall-clock time and kills a worker that uses no CPU for
+//! `--worker-stall` mid-job (stuck on a lock). A worker that dies, runs out of time or
+//! stalls is replaced, and the job fails with [`IsolationError`], whose
+//! [`IsolationError::class`] (`memory_limit`, `timeout`, `stalled`, `worker_crashed`) is the
+//! dead-letter class; a panicking worker's message and location are in it. A worker ends
+//! itself when its stage is gone. Workers do not share a lock either: pdfium's global lock
+//! is per process.
 //!
 //! Protocol over the worker's stdin/stdout: a request is a 4-byte big-endian length and the
 //! job's bytes; an answer is one status byte (0 ok, 1 the job's own error), a 4-byte length
@@ -33,6 +36,12 @@ const MAX_FRAME: u32 = 1 << 30;
 
 /// Bytes of a dead worker's stderr kept to tell why it died.
 const STDERR_TAIL: usize = 4096;
+
+/// The environment variable a pool's workers find their stage's process id in.
+pub const PARENT_ENV: &str = "DOCFLOW_WORKER_PARENT";
+
+/// How often a worker checks that its stage is alive.
+const PARENT_CHECK: Duration = Duration::from_millis(250);
 
 /// How a worker's panic hook starts the one line it writes to stderr: the panic's message
 /// and location follow (`… at src/file.rs:412:13`). The pool reports that line, whatever
@@ -71,6 +80,18 @@ pub struct IsolationArgs {
         value_parser = docflow_config::parse_duration
     )]
     pub worker_timeout: Duration,
+
+    /// A job whose worker uses no CPU for this long is stuck (blocked on a lock after an
+    /// allocation failed, say): its worker is killed and the job fails as `stalled`, long
+    /// before `--worker-timeout`. Workers only compute, so a live one is never idle this
+    /// long. Checked once a second (CPU time moves in 10 ms ticks); 0 turns it off.
+    #[arg(
+        long,
+        env = "DOCFLOW_WORKER_STALL",
+        default_value = "20s",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub worker_stall: Duration,
 
     /// Executable of the worker processes (default: this program).
     #[arg(long, env = "DOCFLOW_WORKER_EXE")]
@@ -134,6 +155,12 @@ pub enum IsolationError {
         /// Which limit.
         detail: String,
     },
+    /// The worker stopped using CPU mid-job (blocked for good); it was killed.
+    #[error("the worker used no CPU for {idle:?} mid-job (stuck); it was killed")]
+    Stalled {
+        /// How long it was idle.
+        idle: Duration,
+    },
     /// The worker died for another reason (a crash in native code).
     #[error("the worker died: {detail}")]
     Crashed {
@@ -160,6 +187,7 @@ impl IsolationError {
         match self {
             IsolationError::MemoryLimit { .. } => "memory_limit",
             IsolationError::Timeout { .. } => "timeout",
+            IsolationError::Stalled { .. } => "stalled",
             IsolationError::Crashed { .. } => "worker_crashed",
             IsolationError::Job(_) => "job",
             IsolationError::Io { .. } => "worker_io",
@@ -224,6 +252,7 @@ impl WorkerPool {
     fn spawn(&self) -> Result<Worker, IsolationError> {
         let mut child = Command::new(&self.exe)
             .args(&self.argv)
+            .env(PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -266,9 +295,36 @@ impl WorkerPool {
             Some(w) => w,
             None => self.spawn()?,
         };
-        let exchange = tokio::time::timeout(self.limits.worker_timeout, exchange(&mut worker, job));
+        let pid = worker.child.id();
+        let exchange = tokio::time::timeout(
+            self.limits.worker_timeout,
+            watched(exchange(&mut worker, job), pid, self.limits.worker_stall),
+        );
         match exchange.await {
-            Ok(Ok((status, payload))) => {
+            Ok(Err(Watched::Stalled)) => {
+                let _ = worker.child.kill().await;
+                Err(IsolationError::Stalled {
+                    idle: self.limits.worker_stall,
+                })
+            }
+            Ok(Ok(answer)) => self.answered(worker, answer).await,
+            Err(_) => {
+                let _ = worker.child.kill().await;
+                Err(IsolationError::Timeout {
+                    detail: format!("{:?} of wall-clock time", self.limits.worker_timeout),
+                })
+            }
+        }
+    }
+
+    /// The end of an exchange that neither timed out nor stalled.
+    async fn answered(
+        &self,
+        worker: Worker,
+        answer: std::io::Result<(u8, Vec<u8>)>,
+    ) -> Result<Vec<u8>, IsolationError> {
+        match answer {
+            Ok((status, payload)) => {
                 self.idle
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -281,13 +337,7 @@ impl WorkerPool {
                     ))
                 }
             }
-            Ok(Err(_)) => Err(self.why_dead(worker).await),
-            Err(_) => {
-                let _ = worker.child.kill().await;
-                Err(IsolationError::Timeout {
-                    detail: format!("{:?} of wall-clock time", self.limits.worker_timeout),
-                })
-            }
+            Err(_) => Err(self.why_dead(worker).await),
         }
     }
 
@@ -315,7 +365,10 @@ impl WorkerPool {
         );
         const SIGXCPU: i32 = 24;
         let lower = stderr.to_ascii_lowercase();
-        if signal == Some(SIGXCPU) {
+        if said.starts_with(PANIC_LINE) {
+            // A panic's message may hold any words (a document's text): it is a crash.
+            IsolationError::Crashed { detail }
+        } else if signal == Some(SIGXCPU) {
             IsolationError::Timeout {
                 detail: format!("{:?} of CPU time", self.limits.worker_cpu),
             }
@@ -356,6 +409,41 @@ fn last_words(stderr: &str) -> &str {
         .unwrap_or("(empty)")
 }
 
+/// A thread that ends this worker when its stage (process `parent`) is gone — killed with
+/// `kill -9`, out of memory — so no worker burns CPU on a document the restarted stage
+/// reads again. The worker is reparented when its parent dies, which the thread sees
+/// within [`PARENT_CHECK`] (a parent already gone at start is seen at once). Safe code
+/// in place of `PR_SET_PDEATHSIG`, which follows the thread that spawned the worker (a
+/// runtime thread may end), not the process.
+fn watch_parent(stage: u32) -> std::io::Result<()> {
+    // The parent as found at start: the stage, or a wrapper (`--worker-exe` pointing at a
+    // script that does not `exec`) whose own parent is the stage. The stage's id tells a
+    // worker whose stage died before this thread ran.
+    let parent = std::os::unix::process::parent_id();
+    let stage_alive = std::path::Path::new(&format!("/proc/{stage}")).exists();
+    std::thread::Builder::new()
+        .name("parent-watch".into())
+        .spawn(move || {
+            loop {
+                let now = std::os::unix::process::parent_id();
+                if now != parent || !stage_alive {
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "docflow worker: its stage (process {stage}) is gone (parent was \
+                         {parent}, now {now}); exiting"
+                    );
+                    // No exit handlers or static destructors while the native libraries'
+                    // threads may still be running: nobody is left to read an answer.
+                    std::process::abort();
+                }
+                // Spurious wake-ups only check sooner.
+                std::thread::park_timeout(PARENT_CHECK);
+            }
+        })
+        .map(drop)
+}
+
 /// Writes a panic's message and location as one [`PANIC_LINE`] line on stderr.
 fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
     use std::io::Write;
@@ -372,6 +460,65 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
     // One line, whatever the message holds.
     let message = message.replace(['\n', '\r'], " ");
     let _ = writeln!(std::io::stderr(), "{PANIC_LINE}{message} at {location}");
+}
+
+/// Why a watched exchange gave no answer.
+enum Watched {
+    /// Its worker used no CPU for the stall limit.
+    Stalled,
+}
+
+/// `exchange`, unless process `pid` uses no CPU for `stall` first (checked every second;
+/// a process whose CPU time cannot be read is never called stalled).
+async fn watched<T>(
+    exchange: impl std::future::Future<Output = T>,
+    pid: Option<u32>,
+    stall: Duration,
+) -> Result<T, Watched> {
+    let watch = async {
+        // No process id, or `--worker-stall 0s`: not watched.
+        let Some(pid) = pid.filter(|_| !stall.is_zero()) else {
+            return std::future::pending().await;
+        };
+        let mut tick = tokio::time::interval(
+            Duration::from_secs(1)
+                .min(stall)
+                .max(Duration::from_millis(100)),
+        );
+        let mut last = None;
+        let mut since = tokio::time::Instant::now();
+        loop {
+            tick.tick().await;
+            let cpu = process_cpu_ticks(pid);
+            if cpu.is_none() || cpu != last {
+                last = cpu;
+                since = tokio::time::Instant::now();
+            } else if since.elapsed() >= stall {
+                return Watched::Stalled;
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        answer = exchange => Ok(answer),
+        stalled = watch => Err(stalled),
+    }
+}
+
+/// `utime + stime` of process `pid` (every thread), in the kernel's 100 Hz ticks.
+fn process_cpu_ticks(pid: u32) -> Option<u64> {
+    cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line.
+fn cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name may hold spaces and parentheses: fields are counted after its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // After the name: state (3), ppid (4), ... utime (14), stime (15).
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
 }
 
 async fn exchange(worker: &mut Worker, job: &[u8]) -> std::io::Result<(u8, Vec<u8>)> {
@@ -432,6 +579,12 @@ impl WorkerInvocation {
         // A panic ends the worker (its state may be half-updated; a fresh one replaces it),
         // but its message and location reach the dead letter.
         std::panic::set_hook(Box::new(report_panic));
+        if let Some(parent) = std::env::var(PARENT_ENV)
+            .ok()
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            watch_parent(parent)?;
+        }
         rlimit::setrlimit(rlimit::Resource::DATA, self.memory, self.memory)?;
         let mut stdin = std::io::stdin().lock();
         let mut stdout = std::io::stdout().lock();
@@ -493,7 +646,7 @@ impl MemoryUse {
                 .trim()
                 .parse()
                 .ok()?;
-            Some(kib * 1024)
+            Some(kib.saturating_mul(1024))
         };
         Some(MemoryUse {
             rss_bytes: field("VmRSS:")?,
@@ -524,14 +677,8 @@ fn cpu_used_secs() -> Option<u64> {
 /// in seconds: `utime + stime` of `/proc/self/stat`, in the kernel's fixed 100 Hz user
 /// ticks. (`/proc/self/schedstat` counts the main thread alone.)
 pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name may hold spaces and parentheses: fields are counted after its end.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    // After the name: state (3), ppid (4), ... utime (14), stime (15).
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / 100.0)
+    let ticks = cpu_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    Some(ticks as f64 / 100.0)
 }
 
 #[cfg(test)]
@@ -545,6 +692,7 @@ mod tests {
             stage_memory: stage,
             worker_cpu: Duration::from_secs(1),
             worker_timeout: Duration::from_secs(1),
+            worker_stall: Duration::from_secs(1),
             worker_exe: None,
         };
         // 4 workers of 1 GiB fit 4 GiB: unchanged.
@@ -567,6 +715,7 @@ mod tests {
                 stage_memory: 1 << 30,
                 worker_cpu: Duration::from_secs(5),
                 worker_timeout: timeout,
+                worker_stall: Duration::from_secs(30),
                 worker_exe: None,
             },
             idle: Mutex::new(Vec::new()),
@@ -590,18 +739,24 @@ mod tests {
     #[test]
     fn cpu_time_counts_every_thread() {
         let before = process_cpu_seconds().unwrap();
-        std::thread::spawn(|| {
+        // A thread spins until the process has used 0.3 s more CPU (the main thread only
+        // waits), or 30 s pass on a machine too loaded to give it that.
+        let used = std::thread::spawn(move || {
             let start = std::time::Instant::now();
             let mut x = 0u64;
-            while start.elapsed() < Duration::from_millis(700) {
-                x = std::hint::black_box(x.wrapping_add(1));
+            loop {
+                for _ in 0..1_000_000 {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                let used = process_cpu_seconds().unwrap() - before;
+                if used >= 0.3 || start.elapsed() > Duration::from_secs(30) {
+                    return used;
+                }
             }
         })
         .join()
         .unwrap();
-        let used = process_cpu_seconds().unwrap() - before;
-        // Not all 0.7 s on a loaded machine, but far more than the main thread's nothing.
-        assert!(used >= 0.2, "{used} s");
+        assert!(used >= 0.3, "{used} s");
     }
 
     #[test]
@@ -623,6 +778,13 @@ mod tests {
             after.peak_rss_bytes < during.peak_rss_bytes,
             "{after:?} vs {during:?}"
         );
+    }
+
+    #[test]
+    fn cpu_ticks_are_read_past_any_command_name() {
+        let stat = "4242 (a (weird) name) R 1 4242 4242 0 -1 4194560 100 0 0 0 250 17 0 0 20 0";
+        assert_eq!(cpu_ticks(stat), Some(267));
+        assert_eq!(cpu_ticks("garbage"), None);
     }
 
     #[test]
@@ -679,6 +841,7 @@ mod tests {
                 stage_memory: 1 << 30,
                 worker_cpu: Duration::from_secs(10),
                 worker_timeout: Duration::from_secs(30),
+                worker_stall: Duration::from_secs(2),
                 worker_exe: Some(example_worker()),
             },
             Vec::new(),
@@ -705,7 +868,96 @@ mod tests {
         assert!(text.contains("exit status: 101"), "{text}");
         let err = pool.run(b"grow").await.unwrap_err();
         assert_eq!(err.class(), "memory_limit", "{err}");
+        // Blocked without CPU (as a worker on a poisoned library's lock): killed after the
+        // stall limit (2 s), not the 30 s timeout.
+        let started = std::time::Instant::now();
+        let err = pool.run(b"sleep").await.unwrap_err();
+        assert_eq!(err.class(), "stalled", "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(pool.run(b"echo again").await.unwrap(), b"again");
+    }
+
+    /// Whether process `pid` is gone (or a zombie nobody reaps).
+    fn gone(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z')),
+        }
+    }
+
+    /// A worker whose stage dies (`kill -9`) mid-job stops within a second instead of
+    /// burning CPU under PID 1 while the restarted stage reads the document again. The
+    /// "stage" here is a shell that starts the worker on a spinning job, then is killed.
+    #[tokio::test]
+    async fn a_worker_does_not_outlive_its_stage() {
+        let worker = example_worker();
+        let dir = tempfile_dir();
+        let fifo = dir.join("jobs");
+        let script = format!(
+            "mkfifo {fifo}; {PARENT_ENV}=$$ {worker} {WORKER_ARG} 268435456 60 -- < {fifo} & \
+             echo $!; printf '\\000\\000\\000\\004spin' > {fifo}; wait",
+            fifo = fifo.display(),
+            worker = worker.display()
+        );
+        let mut stage = std::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(stage.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid: u32 = line.trim().parse().unwrap();
+        // Whatever happens below, neither process is left behind.
+        struct Reap(u32, u32);
+        impl Drop for Reap {
+            fn drop(&mut self) {
+                for pid in [self.0, self.1] {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", &pid.to_string()])
+                        .status();
+                }
+            }
+        }
+        let _reap = Reap(stage.id(), pid);
+        // The job runs (it spins for ever), then the stage is killed.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!gone(pid), "the worker should be running its job");
+        stage.kill().unwrap();
+        stage.wait().unwrap();
+        let started = std::time::Instant::now();
+        while !gone(pid) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "worker {pid} outlived its stage"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A fresh directory under the system's temporary directory.
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "docflow-isolate-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]

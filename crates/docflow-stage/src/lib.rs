@@ -37,7 +37,7 @@ use std::future::Future;
 use bytes::Bytes;
 use docflow_events::DocUploaded;
 use docflow_runtime::HandlerError;
-pub use docflow_store::text::{ChunkRow, DocumentText, PageText, TextSource};
+pub use docflow_store::text::{ChunkRow, DocumentText, LineBox, PageLayout, PageText, TextSource};
 
 mod args;
 pub mod isolate;

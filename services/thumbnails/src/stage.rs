@@ -29,7 +29,7 @@ pub mod class {
     pub const OVER_LIMITS: &str = "over_limits";
     /// The renderer answered something unreadable.
     pub const RENDER_PANIC: &str = "render_panic";
-    // The isolation classes (`memory_limit`, `timeout`, `worker_crashed`) come from
+    // The isolation classes (`memory_limit`, `timeout`, `stalled`, `worker_crashed`) come from
     // `docflow_stage::isolate::IsolationError::class`.
 }
 
