@@ -29,7 +29,9 @@ pub use jobs::{Job, Jobs};
 pub use redrives::Redrives;
 pub use results::{ResultStore, StageRun, StageStatus, StageWindow};
 pub use search::SearchIndex;
-pub use text::{ChunkRow, DocumentText, PageText, TextKey, TextSource, TextStore};
+pub use text::{
+    ChunkRow, DocumentText, LineBox, PageLayout, PageText, TextKey, TextSource, TextStore,
+};
 pub use tokens::{TokenInfo, Tokens};
 
 /// The migrations of the docflow database (ingest jobs, stage results, API tokens), shared by every
@@ -79,6 +81,15 @@ pub enum StoreError {
     /// A query failed.
     #[error("database error: {0}")]
     Query(#[source] sqlx::Error),
+    /// A value could not be encoded for storage.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// Why not.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl StoreError {

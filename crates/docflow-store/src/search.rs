@@ -320,6 +320,7 @@ mod tests {
                 source: TextSource::TextLayer,
                 confidence: None,
                 text: text.into(),
+                layout: None,
             }],
             chunks: vec![ChunkRow {
                 page: 1,

@@ -49,6 +49,36 @@ pub struct PageText {
     pub confidence: Option<f32>,
     /// The text, lines in reading order.
     pub text: String,
+    /// OCR only: where each line is on the page's image.
+    pub layout: Option<PageLayout>,
+}
+
+/// Where an OCR page's lines are on the image that was read (stored as JSON with the page;
+/// `GET /v1/jobs/{id}` returns it, for highlighting search hits on the page image).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PageLayout {
+    /// Width of the image read, pixels (a PDF page: as rasterised).
+    pub width: u32,
+    /// Its height.
+    pub height: u32,
+    /// Degrees clockwise the image was turned to read it upright (0, 90, 180, 270).
+    pub rotation: u16,
+    /// Text boxes found past the page's cap and not read (0: the page was read whole).
+    pub unread_boxes: usize,
+    /// The lines, in reading order.
+    pub lines: Vec<LineBox>,
+}
+
+/// One line of an OCR page.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LineBox {
+    /// Its text.
+    pub text: String,
+    /// Mean confidence of its characters, 0..1.
+    pub confidence: f32,
+    /// Its corners in the image's pixels (as delivered, before any turn), in the text's own
+    /// order: top-left, top-right, bottom-right, bottom-left of the upright line.
+    pub quad: [[f32; 2]; 4],
 }
 
 /// One chunk of a page and its embedding.
@@ -137,20 +167,36 @@ impl TextStore {
     pub async fn put(&self, key: TextKey<'_>, text: &DocumentText) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         for p in &text.pages {
-            // A NULL and a float are two statements: through sqlx's Any driver a statement
-            // first prepared with a NULL parameter keeps that parameter's type on
+            let layout = p
+                .layout
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|source| StoreError::Encode {
+                    what: "a page layout",
+                    source,
+                })?;
+            // A NULL is written as a literal, never bound: through sqlx's Any driver a
+            // statement first prepared with a NULL parameter keeps that parameter's type on
             // PostgreSQL, and a later float in the same place is refused ("incorrect binary
-            // data format") on whichever pooled connection cached it.
-            let sql = if p.confidence.is_some() {
-                "INSERT INTO document_pages \
-                 (tenant_id, document_id, stage, stage_version, page, source, confidence, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $8, $7) ON CONFLICT DO NOTHING"
-            } else {
-                "INSERT INTO document_pages \
-                 (tenant_id, document_id, stage, stage_version, page, source, confidence, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL, $7) ON CONFLICT DO NOTHING"
+            // data format") on whichever pooled connection cached it. So each combination
+            // of present values is its own statement.
+            let mut next = 8;
+            let mut value = |present: bool| {
+                if present {
+                    next += 1;
+                    format!("${}", next - 1)
+                } else {
+                    "NULL".to_owned()
+                }
             };
-            let mut q = sqlx::query(sql)
+            let (confidence, layout_at) = (value(p.confidence.is_some()), value(layout.is_some()));
+            let sql = format!(
+                "INSERT INTO document_pages \
+                 (tenant_id, document_id, stage, stage_version, page, source, body, confidence, layout) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, {confidence}, {layout_at}) ON CONFLICT DO NOTHING"
+            );
+            let mut q = sqlx::query(&sql)
                 .bind(key.tenant_id)
                 .bind(key.document_id)
                 .bind(key.stage)
@@ -160,6 +206,9 @@ impl TextStore {
                 .bind(&p.text);
             if let Some(c) = p.confidence {
                 q = q.bind(f64::from(c));
+            }
+            if let Some(l) = &layout {
+                q = q.bind(l);
             }
             q.execute(&mut *tx).await?;
         }
@@ -194,7 +243,7 @@ impl TextStore {
         stage: &str,
     ) -> Result<Vec<PageText>, StoreError> {
         let rows = sqlx::query(
-            "SELECT page, source, confidence, body FROM document_pages \
+            "SELECT page, source, confidence, body, layout FROM document_pages \
              WHERE tenant_id = $1 AND document_id = $2 AND stage = $3 AND stage_version = \
              (SELECT MAX(stage_version) FROM document_pages \
               WHERE tenant_id = $1 AND document_id = $2 AND stage = $3) \
@@ -210,12 +259,16 @@ impl TextStore {
             let page: i64 = r.try_get("page")?;
             let source: String = r.try_get("source")?;
             let confidence: Option<f64> = r.try_get("confidence")?;
+            let layout: Option<String> = r.try_get("layout")?;
             out.push(PageText {
                 page: u32::try_from(page).unwrap_or(0),
                 source: TextSource::parse(&source).unwrap_or(TextSource::Ocr),
                 #[allow(clippy::cast_possible_truncation)]
                 confidence: confidence.map(|c| c as f32),
                 text: r.try_get("body")?,
+                // A layout that does not parse (written by a newer version) is left out,
+                // not an error for the page's text.
+                layout: layout.and_then(|l| serde_json::from_str(&l).ok()),
             });
         }
         Ok(out)
@@ -288,13 +341,32 @@ mod tests {
         }
     }
 
-    /// One connection: a page without a confidence (NULL), then pages with one, then
-    /// without again (sqlx's Any driver caches a statement's parameter types per connection).
+    /// One connection: a page without a confidence or layout (NULLs), then pages with them,
+    /// then without again (sqlx's Any driver caches a statement's parameter types per
+    /// connection); the layout comes back as stored.
     #[tokio::test]
     async fn pages_with_and_without_confidence_share_a_connection() {
+        let layout = PageLayout {
+            width: 1700,
+            height: 2200,
+            rotation: 90,
+            unread_boxes: 0,
+            lines: vec![LineBox {
+                text: "Total due".into(),
+                confidence: 0.97,
+                quad: [[10.0, 20.0], [110.0, 20.0], [110.0, 40.0], [10.0, 40.0]],
+            }],
+        };
         for db in crate::scratch::ScratchDb::all().await.unwrap() {
             let store = TextStore::new(crate::open(&db.url, 1).await.unwrap());
-            for (i, confidence) in [None, Some(0.93), None, Some(0.5)].into_iter().enumerate() {
+            let cases = [
+                (None, None),
+                (Some(0.93), Some(layout.clone())),
+                (None, None),
+                (Some(0.5), None),
+                (Some(0.7), Some(layout.clone())),
+            ];
+            for (i, (confidence, layout)) in cases.into_iter().enumerate() {
                 let page = PageText {
                     page: 1,
                     source: if confidence.is_some() {
@@ -304,6 +376,7 @@ mod tests {
                     },
                     confidence,
                     text: format!("page {i}"),
+                    layout,
                 };
                 let doc = format!("doc{i}");
                 let key = TextKey {
@@ -321,6 +394,7 @@ mod tests {
                 assert_eq!(back.len(), 1);
                 assert_eq!(back[0].text, page.text);
                 assert_eq!(back[0].confidence.is_some(), confidence.is_some());
+                assert_eq!(back[0].layout, page.layout);
             }
             db.drop_now().await.unwrap();
         }
@@ -337,6 +411,7 @@ mod tests {
                 source: TextSource::Ocr,
                 confidence: Some(0.9),
                 text: "hello world".into(),
+                layout: None,
             }],
             chunks: vec![ChunkRow {
                 page: 1,

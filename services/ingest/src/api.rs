@@ -725,12 +725,16 @@ pub(crate) fn job_body(
         body["pages"] = pages
             .iter()
             .map(|p| {
-                json!({
+                let mut page = json!({
                     "page": p.page,
                     "source": p.source.as_str(),
                     "confidence": p.confidence,
                     "text": p.text,
-                })
+                });
+                if let Some(layout) = &p.layout {
+                    page["layout"] = json!(layout);
+                }
+                page
             })
             .collect();
     }
