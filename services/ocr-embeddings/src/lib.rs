@@ -275,15 +275,20 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     run_until(config, docflow_runtime::shutdown::signal()).await
 }
 
-/// A blank 8 x 8 PNG: the start-up probe of the workers (it runs detection, finds nothing).
+/// The start-up probe of the workers: a 64 x 32 PNG with three dark bars, so detection,
+/// the orientation vote and recognition all run once (a blank page would skip them all).
 fn probe_png() -> anyhow::Result<Vec<u8>> {
+    let image = image::RgbImage::from_fn(64, 32, |x, y| {
+        let bar = (8..24).contains(&y) && x % 16 >= 4 && x % 16 < 12;
+        if bar {
+            image::Rgb([20, 20, 20])
+        } else {
+            image::Rgb([255, 255, 255])
+        }
+    });
     let mut png = Vec::new();
-    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
-        8,
-        8,
-        image::Rgb([255, 255, 255]),
-    ))
-    .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
+    image::DynamicImage::ImageRgb8(image)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
     Ok(png)
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use docflow_stage::isolate::MemoryUse;
 use docflow_stage::media::{self, MediaError};
 use image::{DynamicImage, RgbImage};
-use pdfium_render::prelude::{PdfRenderConfig, Pdfium};
+use pdfium_render::prelude::{PdfPageObjectsCommon, PdfRenderConfig, Pdfium};
 use serde::{Deserialize, Serialize};
 
 use crate::ocr::{Line, Ocr, OcrError};
@@ -38,6 +38,36 @@ pub struct Page {
     /// stage counts them and marks the page).
     #[serde(default)]
     pub dropped_boxes: usize,
+    /// OCR only: where the page's time went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<crate::ocr::Timings>,
+}
+
+impl Page {
+    /// A page read without OCR: its text layer, or nothing to read.
+    fn without_ocr(page: u32, source: &str, text: &str) -> Self {
+        Page {
+            page,
+            source: source.to_owned(),
+            confidence: None,
+            text: text.to_owned(),
+            size: None,
+            rotation: 0,
+            lines: Vec::new(),
+            dropped_boxes: 0,
+            timings: None,
+        }
+    }
+}
+
+/// What a PDF page needs.
+enum Plan {
+    /// Its text layer, as it is.
+    Text(String),
+    /// Nothing: the page draws nothing (no objects, no annotations).
+    Blank,
+    /// OCR of the page rendered at this size.
+    Raster(i32, i32),
 }
 
 /// What a worker answers for one document.
@@ -203,11 +233,13 @@ impl Extractor {
             page,
             source: "ocr".to_owned(),
             confidence: confidence(&reading.lines),
+            // Rows are found on the upright page; the boxes kept are the delivered image's.
             text: join_lines(&reading.lines),
             size: Some(image.dimensions()),
             rotation: reading.rotation,
-            lines: reading.lines,
+            lines: reading.delivered_lines(),
             dropped_boxes: reading.dropped_boxes,
+            timings: Some(reading.timings),
         })
     }
 
@@ -255,13 +287,19 @@ impl Extractor {
                 self.limits.max_pages
             )));
         }
-        // Pass 1 (cheap): the text layers, and the raster size of every page without one.
-        let mut plan: Vec<(String, Option<(i32, i32)>)> = Vec::with_capacity(count as usize);
+        // Pass 1 (cheap): the text layers, the pages with nothing to draw, and the raster
+        // size of every other page.
+        let mut plan: Vec<Plan> = Vec::with_capacity(count as usize);
         let mut total: u64 = 0;
         for (i, page) in pages.iter().enumerate() {
+            if page.objects().is_empty() && page.annotations().is_empty() {
+                // Nothing on it: blank whatever a render would say, at no render's cost.
+                plan.push(Plan::Blank);
+                continue;
+            }
             let text = page.text().map(|t| t.all()).unwrap_or_default();
             if is_real_text(&text) {
-                plan.push((text, None));
+                plan.push(Plan::Text(text));
                 continue;
             }
             let (wp, hp) = (page.width().value, page.height().value);
@@ -274,24 +312,22 @@ impl Extractor {
                     self.limits.max_total_pixels
                 )));
             }
-            plan.push((String::new(), Some((w, h))));
+            plan.push(Plan::Raster(w, h));
         }
         // Pass 2: OCR where needed.
         let mut out = Vec::with_capacity(plan.len());
-        for (i, (text, raster)) in plan.into_iter().enumerate() {
+        for (i, step) in plan.into_iter().enumerate() {
             let number = i as u32 + 1;
-            let Some((w, h)) = raster else {
-                out.push(Page {
-                    page: number,
-                    source: "text_layer".to_owned(),
-                    confidence: None,
-                    text: text.trim().to_owned(),
-                    size: None,
-                    rotation: 0,
-                    lines: Vec::new(),
-                    dropped_boxes: 0,
-                });
-                continue;
+            let (w, h) = match step {
+                Plan::Raster(w, h) => (w, h),
+                Plan::Text(text) => {
+                    out.push(Page::without_ocr(number, "text_layer", text.trim()));
+                    continue;
+                }
+                Plan::Blank => {
+                    out.push(Page::without_ocr(number, "ocr", ""));
+                    continue;
+                }
             };
             #[allow(clippy::cast_possible_truncation)]
             let page = pages.get(i as _).map_err(pdf)?;

@@ -6,7 +6,9 @@ use docflow_embed::{Batcher, EmbedError, summary};
 use docflow_events::stages::OCR_EMBEDDINGS;
 use docflow_runtime::HandlerError;
 use docflow_stage::isolate::{IsolationError, WorkerPool};
-use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, TextSource};
+use docflow_stage::{
+    ChunkRow, Document, DocumentText, LineBox, Output, PageLayout, PageText, Stage, TextSource,
+};
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde_json::json;
 
@@ -20,7 +22,7 @@ pub const STAGE_VERSION: i32 = 1;
 pub const SUMMARY_CANDIDATES: usize = 256;
 
 /// The DLQ error classes of this stage (besides the layer's, the runtime's and the
-/// isolation classes `memory_limit`, `timeout`, `worker_crashed`).
+/// isolation classes `memory_limit`, `timeout`, `stalled`, `worker_crashed`).
 pub mod class {
     /// Not a PDF, PNG, JPEG or TIFF.
     pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
@@ -208,6 +210,28 @@ fn refusal_class(class: &str) -> &'static str {
     .unwrap_or(class::UNREADABLE)
 }
 
+/// Where an OCR page's lines are (`None` for a text-layer page). Values that are not finite
+/// (no OCR output should hold one) are stored as 0, so the stored JSON always reads back.
+fn layout_of(page: &crate::pages::Page) -> Option<PageLayout> {
+    let (width, height) = page.size?;
+    let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
+    Some(PageLayout {
+        width,
+        height,
+        rotation: page.rotation,
+        unread_boxes: page.dropped_boxes,
+        lines: page
+            .lines
+            .iter()
+            .map(|l| LineBox {
+                text: l.text.clone(),
+                confidence: finite(l.confidence),
+                quad: l.quad.map(|(x, y)| [finite(x), finite(y)]),
+            })
+            .collect(),
+    })
+}
+
 /// Up to `max` items of `0..n`, evenly spaced, in order.
 fn spread(n: usize, max: usize) -> Vec<usize> {
     if n <= max {
@@ -253,11 +277,13 @@ impl Stage for OcrEmbeddings {
                 text: c.text,
                 vector: Vec::new(),
             }));
+            let layout = layout_of(&p);
             pages.push(PageText {
                 page: p.page,
                 source,
                 confidence: p.confidence,
                 text: p.text,
+                layout,
             });
         }
         let vectors = self

@@ -1,16 +1,26 @@
 //! OCR with PP-OCRv6 (detection + recognition ONNX models from the `rapidocr` wheel) on
-//! ONNX Runtime, the way RapidOCR runs them, with the angle classifier off (pages are upright;
-//! on upright text the classifier flips lines more often than it fixes them):
+//! ONNX Runtime, the way RapidOCR runs them, plus a page orientation step:
 //!
 //! 1. the image is scaled to fit `--ocr-max-side` (RapidOCR: 2000 px), colours as BGR;
-//! 2. **detection** on the image scaled so its short side is at least 736 px and both sides
-//!    are multiples of 32, normalised to `(x/255 - 0.5) / 0.5`; the probability map goes
-//!    through the DB post-process in [`geometry`] (threshold → components → minimum-area
-//!    rotated rectangles → unclip → boxes), in reading order;
-//! 3. each box is **cropped** with a perspective warp to an upright strip and **recognised**
-//!    in batches of strips of similar width at height 48 (CTC: best class per step, repeats and
-//!    blanks dropped; the dictionary is the model's `character` metadata, with the blank first
-//!    and a space last); lines under `--ocr-min-confidence` are dropped.
+//! 2. **detection** on the image scaled so its short side is at least 736 px — but never
+//!    past `--ocr-max-side` on the long side, and a side still under 32 px padded, not
+//!    stretched ([`det_input`]) — both sides multiples of 32, normalised to
+//!    `(x/255 - 0.5) / 0.5`; the probability map goes through the DB post-process in
+//!    [`geometry`] (threshold → components → minimum-area rotated rectangles → unclip →
+//!    boxes, at most [`geometry::MAX_BOXES`], the rest counted);
+//! 3. **orientation**: boxes much taller than wide outweighing the wide ones mean a page on
+//!    its side; the longest lines, cut as recognition cuts them, vote 0 or 180 degrees with
+//!    the PP-OCR line classifier; a turned page is turned back and detected again (one line's
+//!    verdict is unreliable — why RapidOCR leaves the classifier off — a page's vote is not);
+//! 4. the boxes in reading order ([`geometry::reading_order`]);
+//! 5. each box is **cropped** with a perspective warp to an upright strip and **recognised**
+//!    in batches of strips of similar width at height 48, a batch at a time (at most
+//!    `REC_BATCH` strips and `REC_BATCH_PIXELS` pixels); CTC: best class per step,
+//!    repeats and blanks dropped; the dictionary is the model's `character` metadata, with
+//!    the blank first and a space last; lines under `--ocr-min-confidence` are dropped.
+//!
+//! onnxruntime's CPU arena and memory patterns are off (both keep memory per input shape,
+//! and every page has its own), and idle pool threads sleep rather than spin.
 
 pub mod geometry;
 
@@ -116,8 +126,13 @@ pub const CLS_MODEL: &str = "ch_ppocr_mobile_v2.0_cls_mobile.onnx";
 
 /// Height of the recognition input.
 const REC_HEIGHT: u32 = 48;
-/// Strips per recognition batch at most (RapidOCR: 6).
+/// Strips per recognition batch at most (RapidOCR: 6; 16 was slower here, measured).
 const REC_BATCH: usize = 6;
+/// A batch is at least this many heights wide. RapidOCR pads every batch to 320 pixels
+/// (6.7 heights); a batch of short words (forms are full of them) then costs a long line's
+/// compute. Two heights read the same words for 6 % less CPU on the dense pages of
+/// bench/results/ocr-pages.md.
+const REC_MIN_RATIO: f32 = 2.0;
 /// Pixels of one recognition batch at most (6 strips of 48 x 1,600): a batch of very wide
 /// strips is split, so a page of long lines costs no more memory than one of short ones.
 const REC_BATCH_PIXELS: usize = REC_BATCH * REC_HEIGHT as usize * 1600;
@@ -136,7 +151,7 @@ const DET_MIN_SIDE: u32 = 736;
 const DET_STRIDE: u32 = 32;
 
 /// Time spent in each step of [`Ocr::read`], milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
     /// Scaling the image and building the detector's input.
     pub prepare_ms: f64,
@@ -168,8 +183,11 @@ impl Timings {
 /// What OCR found in one image.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
-    /// The lines, in reading order.
+    /// The lines, in reading order, their boxes on the page as read: upright, at the
+    /// image's scale (see [`Reading::delivered_lines`] for the image's own frame).
     pub lines: Vec<Line>,
+    /// The image's size, pixels.
+    pub size: (u32, u32),
     /// Text boxes found past the page's cap ([`geometry::MAX_BOXES`]) and not read.
     pub dropped_boxes: usize,
     /// Degrees clockwise the image was turned to read it upright: 0, 90, 180 or 270 (the
@@ -177,6 +195,25 @@ pub struct Reading {
     pub rotation: u16,
     /// Where the time went.
     pub timings: Timings,
+}
+
+impl Reading {
+    /// The lines with their boxes in the image's own pixels, as delivered (before any
+    /// turn), each corner inside the image.
+    pub fn delivered_lines(&self) -> Vec<Line> {
+        let (w, h) = (self.size.0 as f32, self.size.1 as f32);
+        self.lines
+            .iter()
+            .map(|l| Line {
+                text: l.text.clone(),
+                confidence: l.confidence,
+                quad: l.quad.map(|p| {
+                    let (x, y) = unturn(p, self.rotation, (w, h));
+                    (x.clamp(0.0, w), y.clamp(0.0, h))
+                }),
+            })
+            .collect()
+    }
 }
 
 /// The detector's input for an image of `w` x `h` (already within `--ocr-max-side`): the
@@ -249,6 +286,10 @@ impl Ocr {
                 .map_err(rt)?
                 .with_intra_threads(config.threads)
                 .map_err(rt)?
+                // Idle pool threads sleep instead of spinning: a stage runs several workers
+                // on the same cores, and a spinning thread takes CPU another worker needs.
+                .with_intra_op_spinning(false)
+                .map_err(rt)?
                 // Every page has its own input shape. onnxruntime's CPU arena keeps the
                 // largest blocks any shape needed and its memory patterns are cached per
                 // shape: both grow a long-lived worker from page to page. Without them each
@@ -285,12 +326,21 @@ impl Ocr {
 
     /// The lines of `image`, in reading order.
     pub fn read(&mut self, image: &RgbImage) -> Result<Reading, OcrError> {
-        let mut reading = Reading::default();
         let (w, h) = image.dimensions();
+        let mut reading = Reading {
+            size: (w, h),
+            ..Reading::default()
+        };
         if w == 0 || h == 0 {
             return Ok(reading);
         }
         let clock = Instant::now();
+        // A blank page (a scanner's empty back side) costs a pass over its pixels, not a
+        // detection.
+        if is_blank(image) {
+            reading.timings.prepare_ms += ms(clock);
+            return Ok(reading);
+        }
         // 1. Fit in max_side (the crops come from this image too, as in RapidOCR).
         let scale = (self.config.max_side as f32 / w.max(h) as f32).min(1.0);
         let resized;
@@ -326,9 +376,14 @@ impl Ocr {
         reading.dropped_boxes = detection.dropped;
         let boxes = detection.boxes;
         let texts = self.recognize(upright, &boxes, &mut reading.timings)?;
-        let back = 1.0 / scale;
-        let (ww, wh) = work.dimensions();
-        let rotation = reading.rotation;
+        // Back to the image's scale, each axis on its own (the work size was rounded).
+        let (uw, uh) = upright.dimensions();
+        let (ow, oh) = if reading.rotation.is_multiple_of(180) {
+            (w, h)
+        } else {
+            (h, w)
+        };
+        let (sx, sy) = (ow as f32 / uw as f32, oh as f32 / uh as f32);
         reading.lines = boxes
             .into_iter()
             .zip(texts)
@@ -338,9 +393,11 @@ impl Ocr {
             .map(|(b, (text, confidence))| Line {
                 text,
                 confidence,
-                quad: b.quad.map(|p| {
-                    let (x, y) = unturn(p, rotation, (ww as f32, wh as f32));
-                    (x * back, y * back)
+                quad: b.quad.map(|(x, y)| {
+                    (
+                        (x * sx).clamp(0.0, ow as f32),
+                        (y * sy).clamp(0.0, oh as f32),
+                    )
                 }),
             })
             .collect();
@@ -404,23 +461,14 @@ impl Ocr {
             let tensor =
                 Tensor::from_array(([sized.len(), 3, REC_HEIGHT as usize, CLS_WIDTH], input))
                     .map_err(rt)?;
-            let outputs = self.cls.run(ort::inputs![tensor]).map_err(rt)?;
-            let Some(value) = outputs.values().next() else {
-                return Err(OcrError::Shape {
-                    model: "orientation",
-                    shape: Vec::new(),
-                });
-            };
-            let (shape, data) = value.try_extract_tensor::<f32>().map_err(rt)?;
-            let dims: Vec<i64> = shape.iter().copied().collect();
-            if dims.as_slice() != [sized.len() as i64, 2] {
-                return Err(OcrError::Shape {
-                    model: "orientation",
-                    shape: dims,
-                });
-            }
-            let upside_down: f32 = data.chunks_exact(2).map(|p| p[1]).sum();
-            upside_down / sized.len() as f32 > CLS_FLIP
+            let n = sized.len();
+            run_first(&mut self.cls, tensor, "orientation", |dims, data| {
+                if dims != [n as i64, 2] {
+                    return None;
+                }
+                let upside_down: f32 = data.chunks_exact(2).map(|p| p[1]).sum();
+                Some(upside_down / n as f32 > CLS_FLIP)
+            })?
         };
         Ok(match (sideways, flip) {
             (false, false) => 0,
@@ -447,32 +495,23 @@ impl Ocr {
             Tensor::from_array(([1usize, 3, dh as usize, dw as usize], data)).map_err(rt)?;
         timings.prepare_ms += ms(clock);
         let clock = Instant::now();
-        let outputs = self.det.run(ort::inputs![tensor]).map_err(rt)?;
-        let Some(out) = outputs.values().next() else {
-            return Err(OcrError::Shape {
-                model: "detection",
-                shape: Vec::new(),
-            });
-        };
-        let (shape, data) = out.try_extract_tensor::<f32>().map_err(rt)?;
-        let dims: Vec<i64> = shape.iter().copied().collect();
-        let (mh, mw) = match dims.as_slice() {
-            [_, _, mh, mw] if *mh as u32 == dh && *mw as u32 == dw => (*mh as usize, *mw as usize),
-            _ => {
-                return Err(OcrError::Shape {
-                    model: "detection",
-                    shape: dims,
-                });
-            }
-        };
-        timings.detect_ms += ms(clock);
-        let clock = Instant::now();
         // RapidOCR dilates the binary map with a 2x2 kernel before finding regions; a 2x2
         // maximum filter of the probabilities has the same effect on the threshold. Only
         // the image's part of the map is kept (not the padding).
         let (rw, rh) = (rw as usize, rh as usize);
-        let dilated = dilate2x2(data, mw, mh, rw, rh);
-        drop(outputs);
+        let dilated = run_first(
+            &mut self.det,
+            tensor,
+            "detection",
+            |dims, data| match dims {
+                [_, _, mh, mw] if *mh as u32 == dh && *mw as u32 == dw => {
+                    Some(dilate2x2(data, *mw as usize, *mh as usize, rw, rh))
+                }
+                _ => None,
+            },
+        )?;
+        timings.detect_ms += ms(clock);
+        let clock = Instant::now();
         let map = ProbMap {
             width: rw,
             height: rh,
@@ -522,7 +561,7 @@ impl Ocr {
             // widest (the last, as they are sorted); always at least one.
             let mut n = 1;
             while n < rest.len().min(REC_BATCH) {
-                let width = width_of(ratios[rest[n]].max(320.0 / 48.0));
+                let width = width_of(ratios[rest[n]].max(REC_MIN_RATIO));
                 if (n + 1) * width * REC_HEIGHT as usize > REC_BATCH_PIXELS {
                     break;
                 }
@@ -533,7 +572,7 @@ impl Ocr {
             let max_ratio = group
                 .iter()
                 .map(|&i| ratios[i])
-                .fold(320.0 / 48.0, f32::max);
+                .fold(REC_MIN_RATIO, f32::max);
             let width = width_of(max_ratio);
             let plane = 3 * REC_HEIGHT as usize * width;
             let mut input = vec![0f32; group.len() * plane];
@@ -554,35 +593,89 @@ impl Ocr {
                 .map_err(rt)?;
             timings.crop_ms += ms(clock);
             let clock = Instant::now();
-            let outputs = self.rec.run(ort::inputs![tensor]).map_err(rt)?;
-            let Some(value) = outputs.values().next() else {
-                return Err(OcrError::Shape {
-                    model: "recognition",
-                    shape: Vec::new(),
-                });
-            };
-            let (shape, data) = value.try_extract_tensor::<f32>().map_err(rt)?;
-            let dims: Vec<i64> = shape.iter().copied().collect();
-            let (steps, classes) = match dims.as_slice() {
-                [_, t, c] => (*t as usize, *c as usize),
-                _ => {
-                    return Err(OcrError::Shape {
-                        model: "recognition",
-                        shape: dims,
-                    });
-                }
-            };
-            for (slot, &i) in group.iter().enumerate() {
-                let from = slot * steps * classes;
-                let Some(probs) = data.get(from..from + steps * classes) else {
-                    continue;
+            let dictionary = &self.dictionary;
+            run_first(&mut self.rec, tensor, "recognition", |dims, data| {
+                let [_, t, c] = dims else {
+                    return None;
                 };
-                out[i] = ctc_decode(probs, steps, classes, &self.dictionary);
-            }
+                let (steps, classes) = (*t as usize, *c as usize);
+                for (slot, &i) in group.iter().enumerate() {
+                    let from = slot * steps * classes;
+                    let Some(probs) = data.get(from..from + steps * classes) else {
+                        continue;
+                    };
+                    out[i] = ctc_decode(probs, steps, classes, dictionary);
+                }
+                Some(())
+            })?;
             timings.recognize_ms += ms(clock);
         }
         Ok(out)
     }
+}
+
+/// Whether `image` is blank: fewer ink pixels than a lone digit at 150 dpi has (24, or one
+/// in 200,000 on a page over 4.8 MP) — a few specks of dust at most. A pixel is ink when it
+/// differs from the page's background (the median level) by more than the page's own noise
+/// allows: twice the deviation three pixels in four stay within, plus 8 levels, between 16
+/// and 64 — so a clean page's faint yellow or pencil type is ink, a noisy scan's grain
+/// (clipped at white or not) is not, and ink covering most of a page cannot raise the bar
+/// past what any real type clears. Anything more than the specks is read (the safe side: a
+/// page wrongly thought blank would lose its text silently; one wrongly read costs a
+/// detection).
+pub fn is_blank(image: &RgbImage) -> bool {
+    let (w, h) = image.dimensions();
+    let pixels = u64::from(w) * u64::from(h);
+    let luma =
+        |p: &[u8]| (299 * u32::from(p[0]) + 587 * u32::from(p[1]) + 114 * u32::from(p[2])) / 1000;
+    let mut histogram = [0u64; 256];
+    for p in image.as_raw().chunks_exact(3) {
+        histogram[luma(p).min(255) as usize] += 1;
+    }
+    // The level `num / den` of the pixels are at or under.
+    let quantile = |histogram: &[u64], num: u64, den: u64| {
+        let mut seen = 0;
+        histogram
+            .iter()
+            .position(|&n| {
+                seen += n;
+                seen * den >= pixels * num
+            })
+            .unwrap_or(0) as i32
+    };
+    let background = quantile(&histogram, 1, 2);
+    let mut deviations = [0u64; 256];
+    for (level, &n) in histogram.iter().enumerate() {
+        deviations[(level as i32 - background).unsigned_abs() as usize] += n;
+    }
+    let contrast = (2 * quantile(&deviations, 3, 4) + 8).clamp(16, 64);
+    let ink: u64 = histogram
+        .iter()
+        .enumerate()
+        .filter(|&(level, _)| (level as i32 - background).abs() > contrast)
+        .map(|(_, &n)| n)
+        .sum();
+    ink < (pixels / 200_000).max(24)
+}
+
+/// Runs `session` on `input` and hands its first output (shape, values) to `read`, which
+/// answers `None` for a shape it does not expect: an error naming `model` and the shape.
+fn run_first<T>(
+    session: &mut Session,
+    input: Tensor<f32>,
+    model: &'static str,
+    read: impl FnOnce(&[i64], &[f32]) -> Option<T>,
+) -> Result<T, OcrError> {
+    let outputs = session.run(ort::inputs![input]).map_err(rt)?;
+    let Some(value) = outputs.values().next() else {
+        return Err(OcrError::Shape {
+            model,
+            shape: Vec::new(),
+        });
+    };
+    let (shape, data) = value.try_extract_tensor::<f32>().map_err(rt)?;
+    let dims: Vec<i64> = shape.iter().copied().collect();
+    read(&dims, data).ok_or(OcrError::Shape { model, shape: dims })
 }
 
 /// `image` turned `degrees` clockwise (0, 90, 180 or 270).
@@ -738,6 +831,68 @@ mod tests {
         let data = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         let out = dilate2x2(&data, 3, 3, 3, 3);
         assert_eq!(out, vec![1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn blank_pages_are_told_from_pages_with_a_little_ink() {
+        let white = RgbImage::from_pixel(1700, 2200, image::Rgb([250, 250, 250]));
+        assert!(is_blank(&white));
+        // A scanner's noise (±24 levels) and a few specks of dust: still blank.
+        let mut noisy = white.clone();
+        let mut state = 7u32;
+        for p in noisy.pixels_mut() {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let v = (250 - 24 + (state % 25) as i32) as u8;
+            *p = image::Rgb([v, v, v]);
+        }
+        for (x, y) in [(10, 10), (900, 1500), (1600, 40)] {
+            for d in 0..4 {
+                noisy.put_pixel(x + d, y, image::Rgb([20, 20, 20]));
+            }
+        }
+        assert!(is_blank(&noisy));
+        // A sheet whose noise (±24 around 250) clips at white, as paper does.
+        let mut clipped = white.clone();
+        for p in clipped.pixels_mut() {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let v = (250 + (state % 49) as i32 - 24).min(255) as u8;
+            *p = image::Rgb([v, v, v]);
+        }
+        assert!(is_blank(&clipped));
+        // One short word (30 x 10 pixels of ink): not blank. Nor is faint grey type.
+        let mut word = noisy.clone();
+        for x in 800..830 {
+            for y in 1100..1110 {
+                word.put_pixel(x, y, image::Rgb([30, 30, 30]));
+            }
+        }
+        assert!(!is_blank(&word));
+        let mut faint = white.clone();
+        for x in 800..830 {
+            for y in 1100..1110 {
+                faint.put_pixel(x, y, image::Rgb([190, 190, 190]));
+            }
+        }
+        assert!(!is_blank(&faint));
+        // Yellow type on white (luma 225 on 255).
+        let mut yellow = RgbImage::from_pixel(1700, 2200, image::Rgb([255, 255, 255]));
+        for x in 800..830 {
+            for y in 1100..1110 {
+                yellow.put_pixel(x, y, image::Rgb([255, 230, 60]));
+            }
+        }
+        assert!(!is_blank(&yellow));
+        // Light type on a dark page.
+        let mut dark = RgbImage::from_pixel(500, 500, image::Rgb([15, 15, 15]));
+        for x in 100..140 {
+            dark.put_pixel(x, 200, image::Rgb([240, 240, 240]));
+            dark.put_pixel(x, 201, image::Rgb([240, 240, 240]));
+        }
+        assert!(!is_blank(&dark));
     }
 
     /// A pixel's centre, turned with the image, comes back to where it was.

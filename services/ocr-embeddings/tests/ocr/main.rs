@@ -268,6 +268,7 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
     assert_eq!(stage["output"]["pages"], 2, "{job}");
     assert_eq!(stage["output"]["ocr_pages"], 0, "{job}");
     assert_eq!(job["pages"][0]["source"], "text_layer", "{job}");
+    assert!(job["pages"][0].get("layout").is_none(), "{job}");
     assert!(
         job["text"]
             .as_str()
@@ -291,6 +292,26 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
     assert!(
         job["pages"][0]["confidence"].as_f64().unwrap() > 0.9,
         "{job}"
+    );
+    // Each line's box on the page image, for highlighting: the scan's size, upright, the
+    // contract's four lines top to bottom, each box on the image.
+    let layout = &job["pages"][0]["layout"];
+    let scanned = scan(CONTRACT, 200.0);
+    assert_eq!(layout["width"], scanned.width(), "{layout}");
+    assert_eq!(layout["height"], scanned.height(), "{layout}");
+    assert_eq!(layout["rotation"], 0, "{layout}");
+    assert_eq!(layout["unread_boxes"], 0, "{layout}");
+    let lines = layout["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), CONTRACT.len(), "{layout}");
+    let tops: Vec<f64> = lines
+        .iter()
+        .map(|l| l["quad"][0][1].as_f64().unwrap())
+        .collect();
+    assert!(tops.windows(2).all(|w| w[0] < w[1]), "{tops:?}");
+    assert!(
+        lines[1]["text"].as_str().unwrap().contains("renews")
+            && lines[1]["confidence"].as_f64().unwrap() > 0.9,
+        "{layout}"
     );
     assert!(
         job["text"]
@@ -557,6 +578,13 @@ fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
         // The page was turned `degrees` clockwise: it is read after turning it back.
         assert_eq!(page.rotation, (360 - degrees) % 360, "turned {degrees}");
         assert!(rate < 0.03, "turned {degrees}: CER {rate}: {:?}", page.text);
+        // Rows are found on the upright page: one line of text per line, whatever the turn.
+        assert_eq!(
+            page.text.lines().count(),
+            lines.len(),
+            "turned {degrees}: {:?}",
+            page.text
+        );
         assert_eq!(page.size, Some(delivered.dimensions()));
         let (w, h) = delivered.dimensions();
         for line in &page.lines {
@@ -618,6 +646,45 @@ fn thin_long_and_tiny_images_are_read() {
         "{:?}",
         page.text
     );
+}
+
+/// 250 blank pages (a 30 KB PDF) cost no OCR: pages that draw nothing are not even
+/// rendered (nor counted against the pixel budget), and a scan of a blank sheet, noise and
+/// all, is found blank before detection runs.
+#[test]
+fn blank_pages_cost_no_ocr() {
+    let mut x = extractor(Limits {
+        max_pages: 500,
+        ..limits()
+    });
+    let nothing: &[&str] = &[];
+    let pdf = text_pdf(&vec![nothing; 250]);
+    let read = x.extract(&pdf).unwrap();
+    assert_eq!(read.pages.len(), 250);
+    assert!(
+        read.pages
+            .iter()
+            .all(|p| p.text.is_empty() && p.lines.is_empty())
+    );
+    assert_eq!(read.ocr_pixels, 0);
+    let sheet = docflow_embedded::pdf::noisy_rotated(
+        &GrayImage::from_pixel(1700, 2200, image::Luma([250])),
+        0.0,
+    );
+    let page = x.extract(&png(&sheet)).unwrap().pages.remove(0);
+    assert!(page.text.is_empty(), "{:?}", page.text);
+    assert_eq!(page.timings.unwrap().detect_ms, 0.0, "detection ran");
+    // One short line on the same sheet is read.
+    let mut line = sheet.clone();
+    let words = scan(&["Page 2 of 2"], 200.0);
+    image::imageops::overlay(
+        &mut line,
+        &image::imageops::crop_imm(&words, 0, 150, 800, 80).to_image(),
+        100,
+        1000,
+    );
+    let page = x.extract(&png(&line)).unwrap().pages.remove(0);
+    assert!(page.text.contains("Page 2 of 2"), "{:?}", page.text);
 }
 
 /// A page whose text layer holds 5 million characters (0.1 pt type) is read whole by a
