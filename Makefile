@@ -37,7 +37,7 @@ else
 	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast
 endif
 
-bench: tools ## Run the benchmarks (release build) and write bench/results/*.md (ST_PYTHON=venv python with sentence-transformers + rapidocr adds the reference runs)
+bench: tools ## Run the benchmarks (release build) and write bench/results/*.md (ST_PYTHON=venv python with sentence-transformers + rapidocr adds the reference runs; RAPIDOCR_PYTHON=venv python with rapidocr the real-page cost table)
 	$(CARGO) run --release --quiet -p docflow-bench --bin runtime-bench -- --out bench/results/runtime.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
 	$(CARGO) build --release --quiet -p docflow-thumbnails
@@ -52,6 +52,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md \
 		--real-pdfs .tools/bench-pdfs --pages-out .run/ocr-pages $(if $(ST_PYTHON),--st-python $(ST_PYTHON))
 	$(if $(ST_PYTHON),$(ST_PYTHON) bench/reference/rapidocr_bench.py .run/ocr-pages bench/results/ocr-reference.md 10)
+	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --out bench/results/ocr-pages.md \
+		--csv .run/ocr-pages.csv $(if $(RAPIDOCR_PYTHON),--rapidocr-python $(RAPIDOCR_PYTHON))
 
 gpu-bundle: tools ## Put the release embed-bench and the model as f16 safetensors under .tools/gpu (what bench/gpu/check.sh runs on a GPU machine)
 	$(CARGO) build --release --quiet -p docflow-bench --bin embed-bench

@@ -349,6 +349,7 @@ async fn main() -> anyhow::Result<()> {
                     source: TextSource::TextLayer,
                     confidence: None,
                     text: String::new(),
+                    layout: None,
                 }],
                 chunks,
             };

@@ -74,6 +74,7 @@ struct Row {
     rss: u64,
     peak: u64,
     data: u64,
+    timings: docflow_ocr_embeddings::ocr::Timings,
     failed: Option<String>,
 }
 
@@ -181,7 +182,7 @@ fn samples(args: &Args) -> anyhow::Result<Vec<Sample>> {
     while out.len() < args.pages {
         let page = &pages[k % pages.len()];
         let round = k / pages.len();
-        let dpi = DPIS[(k + round) % DPIS.len()];
+        let dpi = DPIS[(k % pages.len() + round) % DPIS.len()];
         let turned = if k % 4 == 3 {
             TURNS[(k / 4) % TURNS.len()]
         } else {
@@ -321,10 +322,10 @@ async fn main() -> anyhow::Result<()> {
     let exe = workspace_binary("docflow-ocr-embeddings")?;
     println!("building {} pages from {:?}", args.pages, args.pdfs);
     let samples = samples(&args)?;
-    let distinct = samples
-        .iter()
-        .position(|s| s.name == samples[0].name && s.dpi != samples[0].dpi)
-        .unwrap_or(samples.len());
+    // The first pass over the real pages (later rounds read them again at other dpi).
+    let distinct = real_pages(&args.pdfs, args.per_pdf)?
+        .len()
+        .min(samples.len());
 
     // 1. Every page through ONE worker, in order: accuracy, time, CPU, memory after each.
     let worker = pool(&exe)?;
@@ -347,6 +348,7 @@ async fn main() -> anyhow::Result<()> {
                     rss: memory.rss_bytes,
                     peak: memory.peak_rss_bytes,
                     data: memory.data_bytes,
+                    timings: x.pages.first().and_then(|p| p.timings).unwrap_or_default(),
                     failed: None,
                 }
             }
@@ -360,9 +362,15 @@ async fn main() -> anyhow::Result<()> {
                 rss: 0,
                 peak: 0,
                 data: 0,
+                timings: Default::default(),
                 failed: Some(e),
             },
         };
+        let t = row.timings;
+        println!(
+            "  steps: prepare {:.0} ms, detect {:.0} ms, boxes {:.0} ms, orientation {:.0} ms, crop {:.0} ms, recognize {:.0} ms",
+            t.prepare_ms, t.detect_ms, t.boxes_ms, t.orient_ms, t.crop_ms, t.recognize_ms
+        );
         println!(
             "page {:3} {:<50} {:>4} dpi turned {:>3}: {:>5.1} % in order, {:>5.1} % found, turned back {:>3}, {:>6.0} ms, {:>6.0} CPU ms, RSS {:>5.0} MiB (peak {:>5.0}, data {:>5.0}){}",
             i + 1,
@@ -511,7 +519,7 @@ async fn main() -> anyhow::Result<()> {
     let turned = |s: &Sample| s.turned != 0;
     let right_turn = rows
         .iter()
-        .filter(|r| samples[r.sample].turned == r.rotation && r.failed.is_none())
+        .filter(|r| (360 - samples[r.sample].turned) % 360 == r.rotation && r.failed.is_none())
         .count();
     let _ = writeln!(
         md,
