@@ -418,30 +418,37 @@ fn last_words(stderr: &str) -> &str {
 fn watch_parent(stage: u32) -> std::io::Result<()> {
     // The parent as found at start: the stage, or a wrapper (`--worker-exe` pointing at a
     // script that does not `exec`) whose own parent is the stage. The stage's id tells a
-    // worker whose stage died before this thread ran.
+    // worker whose stage died before this ran.
     let parent = std::os::unix::process::parent_id();
-    let stage_alive = std::path::Path::new(&format!("/proc/{stage}")).exists();
+    if !std::path::Path::new(&format!("/proc/{stage}")).exists() {
+        orphaned(stage, parent, parent);
+    }
     std::thread::Builder::new()
         .name("parent-watch".into())
         .spawn(move || {
             loop {
                 let now = std::os::unix::process::parent_id();
-                if now != parent || !stage_alive {
-                    use std::io::Write;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "docflow worker: its stage (process {stage}) is gone (parent was \
-                         {parent}, now {now}); exiting"
-                    );
-                    // No exit handlers or static destructors while the native libraries'
-                    // threads may still be running: nobody is left to read an answer.
-                    std::process::abort();
+                if now != parent {
+                    orphaned(stage, parent, now);
                 }
                 // Spurious wake-ups only check sooner.
                 std::thread::park_timeout(PARENT_CHECK);
             }
         })
         .map(drop)
+}
+
+/// Ends a worker whose stage is gone, saying so.
+fn orphaned(stage: u32, parent: u32, now: u32) -> ! {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "docflow worker: its stage (process {stage}) is gone (parent was {parent}, now \
+         {now}); exiting"
+    );
+    // No exit handlers or static destructors while the native libraries' threads may still
+    // be running: nobody is left to read an answer.
+    std::process::abort();
 }
 
 /// Writes a panic's message and location as one [`PANIC_LINE`] line on stderr.
@@ -898,8 +905,8 @@ mod tests {
     #[tokio::test]
     async fn a_worker_does_not_outlive_its_stage() {
         let worker = example_worker();
-        let dir = tempfile_dir();
-        let fifo = dir.join("jobs");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("jobs");
         let script = format!(
             "mkfifo {fifo}; {PARENT_ENV}=$$ {worker} {WORKER_ARG} 268435456 60 -- < {fifo} & \
              echo $!; printf '\\000\\000\\000\\004spin' > {fifo}; wait",
@@ -943,21 +950,6 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    /// A fresh directory under the system's temporary directory.
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "docflow-isolate-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     #[test]
