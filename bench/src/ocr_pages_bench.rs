@@ -368,7 +368,11 @@ async fn main() -> anyhow::Result<()> {
                     cpu_ms: x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0,
                     accuracy,
                     recall,
-                    rotation: x.pages.first().map_or(0, |p| p.rotation),
+                    rotation: x
+                        .pages
+                        .first()
+                        .and_then(|p| p.layout.as_ref())
+                        .map_or(0, |l| l.rotation),
                     rss: memory.rss_bytes,
                     peak: memory.peak_rss_bytes,
                     data: memory.data_bytes,
@@ -459,7 +463,11 @@ async fn main() -> anyhow::Result<()> {
         let outcome = match answer {
             Ok(x) => format!(
                 "read: {} lines",
-                x.pages.iter().map(|p| p.lines.len()).sum::<usize>()
+                x.pages
+                    .iter()
+                    .filter_map(|p| p.layout.as_ref())
+                    .map(|l| l.lines.len())
+                    .sum::<usize>()
             ),
             Err(e) => e,
         };

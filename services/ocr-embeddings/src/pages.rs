@@ -7,11 +7,12 @@ use std::path::Path;
 
 use docflow_stage::isolate::MemoryUse;
 use docflow_stage::media::{self, MediaError};
+use docflow_stage::{LineBox, PageLayout};
 use image::{DynamicImage, RgbImage};
 use pdfium_render::prelude::{PdfPageObjectsCommon, PdfRenderConfig, Pdfium};
 use serde::{Deserialize, Serialize};
 
-use crate::ocr::{Line, Ocr, OcrError};
+use crate::ocr::{Line, Ocr, OcrError, Reading};
 
 /// A page's text as the worker answers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,20 +25,11 @@ pub struct Page {
     pub confidence: Option<f32>,
     /// The text, lines separated by `\n`.
     pub text: String,
-    /// OCR only: the size of the image read (pixels), the space of the lines' boxes.
+    /// OCR only: the image read, its turn, the boxes past the page's cap (never dropped
+    /// silently: the stage counts them and marks the page) and each line with its box (in
+    /// the image's pixels, as delivered) and confidence — stored with the page as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<(u32, u32)>,
-    /// OCR only: degrees clockwise the page was turned to read it upright (0, 90, 180, 270).
-    #[serde(default)]
-    pub rotation: u16,
-    /// OCR only: each line read, with its box (in the image's pixels, as it was before any
-    /// turn) and confidence, in reading order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lines: Vec<Line>,
-    /// OCR only: text boxes found past the page's cap and not read (never silently: the
-    /// stage counts them and marks the page).
-    #[serde(default)]
-    pub dropped_boxes: usize,
+    pub layout: Option<PageLayout>,
     /// OCR only: where the page's time went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<crate::ocr::Timings>,
@@ -51,10 +43,7 @@ impl Page {
             source: source.to_owned(),
             confidence: None,
             text: text.to_owned(),
-            size: None,
-            rotation: 0,
-            lines: Vec::new(),
-            dropped_boxes: 0,
+            layout: None,
             timings: None,
         }
     }
@@ -195,6 +184,27 @@ pub fn join_lines(lines: &[Line]) -> String {
     out
 }
 
+/// Where `reading`'s lines are on the image as delivered. Values that are not finite (no
+/// OCR output should hold one) are stored as 0, so the stored JSON always reads back.
+fn layout(reading: &Reading) -> PageLayout {
+    let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
+    PageLayout {
+        width: reading.size.0,
+        height: reading.size.1,
+        rotation: reading.rotation,
+        unread_boxes: reading.dropped_boxes,
+        lines: reading
+            .delivered_lines()
+            .into_iter()
+            .map(|l| LineBox {
+                text: l.text,
+                confidence: finite(l.confidence),
+                quad: l.quad.map(|(x, y)| [finite(x), finite(y)]),
+            })
+            .collect(),
+    }
+}
+
 /// Mean confidence of `lines` weighted by their length.
 fn confidence(lines: &[Line]) -> Option<f32> {
     let chars: usize = lines.iter().map(|l| l.text.chars().count()).sum();
@@ -235,10 +245,7 @@ impl Extractor {
             confidence: confidence(&reading.lines),
             // Rows are found on the upright page; the boxes kept are the delivered image's.
             text: join_lines(&reading.lines),
-            size: Some(image.dimensions()),
-            rotation: reading.rotation,
-            lines: reading.delivered_lines(),
-            dropped_boxes: reading.dropped_boxes,
+            layout: Some(layout(&reading)),
             timings: Some(reading.timings),
         })
     }

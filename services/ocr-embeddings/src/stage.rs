@@ -6,9 +6,7 @@ use docflow_embed::{Batcher, EmbedError, summary};
 use docflow_events::stages::OCR_EMBEDDINGS;
 use docflow_runtime::HandlerError;
 use docflow_stage::isolate::{IsolationError, WorkerPool};
-use docflow_stage::{
-    ChunkRow, Document, DocumentText, LineBox, Output, PageLayout, PageText, Stage, TextSource,
-};
+use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, TextSource};
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde_json::json;
 
@@ -210,28 +208,6 @@ fn refusal_class(class: &str) -> &'static str {
     .unwrap_or(class::UNREADABLE)
 }
 
-/// Where an OCR page's lines are (`None` for a text-layer page). Values that are not finite
-/// (no OCR output should hold one) are stored as 0, so the stored JSON always reads back.
-fn layout_of(page: &crate::pages::Page) -> Option<PageLayout> {
-    let (width, height) = page.size?;
-    let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
-    Some(PageLayout {
-        width,
-        height,
-        rotation: page.rotation,
-        unread_boxes: page.dropped_boxes,
-        lines: page
-            .lines
-            .iter()
-            .map(|l| LineBox {
-                text: l.text.clone(),
-                confidence: finite(l.confidence),
-                quad: l.quad.map(|(x, y)| [finite(x), finite(y)]),
-            })
-            .collect(),
-    })
-}
-
 /// Up to `max` items of `0..n`, evenly spaced, in order.
 fn spread(n: usize, max: usize) -> Vec<usize> {
     if n <= max {
@@ -251,13 +227,14 @@ impl Stage for OcrEmbeddings {
         let mut chunks: Vec<ChunkRow> = Vec::new();
         let mut truncated_pages = Vec::new();
         for p in extracted.pages {
-            if p.dropped_boxes > 0 {
-                self.metrics.dropped_boxes.inc_by(p.dropped_boxes as u64);
-                truncated_pages.push(json!({ "page": p.page, "unread_boxes": p.dropped_boxes }));
+            let unread = p.layout.as_ref().map_or(0, |l| l.unread_boxes);
+            if unread > 0 {
+                self.metrics.dropped_boxes.inc_by(unread as u64);
+                truncated_pages.push(json!({ "page": p.page, "unread_boxes": unread }));
                 tracing::warn!(
                     document = %doc.event.document_id,
                     page = p.page,
-                    unread_boxes = p.dropped_boxes,
+                    unread_boxes = unread,
                     "page truncated: more text boxes than the per-page cap"
                 );
             }
@@ -277,13 +254,12 @@ impl Stage for OcrEmbeddings {
                 text: c.text,
                 vector: Vec::new(),
             }));
-            let layout = layout_of(&p);
             pages.push(PageText {
                 page: p.page,
                 source,
                 confidence: p.confidence,
                 text: p.text,
-                layout,
+                layout: p.layout,
             });
         }
         let vectors = self

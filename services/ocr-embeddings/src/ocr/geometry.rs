@@ -563,25 +563,36 @@ pub fn crop_quad(image: &RgbRef<'_>, quad: &Quad) -> Rgb {
         (cw as f32, ch as f32),
         (0.0, ch as f32),
     ];
-    let mut out = Rgb {
-        width: cw,
-        height: ch,
-        data: vec![0; cw * ch * 3],
+    let blank = |width: usize, height: usize| Rgb {
+        width,
+        height,
+        data: vec![0; width * height * 3],
     };
-    // Nothing to sample: a blank strip of the size `strip_size` promises.
-    let blank = || {
-        let (width, height) = strip_size(quad);
-        Rgb {
-            width,
-            height,
-            data: vec![0; width * height * 3],
+    let homography = if image.width == 0
+        || image.height == 0
+        || image.data.len() < image.width * image.height * 3
+    {
+        None
+    } else {
+        homography(&target, quad)
+    };
+    let Some(hm) = homography else {
+        // Nothing to sample: a blank strip of the size `strip_size` promises.
+        return if is_vertical(cw, ch) {
+            blank(ch, cw)
+        } else {
+            blank(cw, ch)
+        };
+    };
+    let mut out = blank(cw, ch);
+    // Off the image (or not finite, from a degenerate quad): the edge pixels, as `pixel`
+    // replicates them; never an integer overflow past them.
+    let inside = |v: f64, size: usize| {
+        if v.is_nan() {
+            0.0
+        } else {
+            v.clamp(-1.0, size as f64)
         }
-    };
-    if image.width == 0 || image.height == 0 || image.data.len() < image.width * image.height * 3 {
-        return blank();
-    }
-    let Some(hm) = homography(&target, quad) else {
-        return blank();
     };
     let pixel = |x: i64, y: i64, c: usize| -> f64 {
         let x = x.clamp(0, image.width as i64 - 1) as usize;
@@ -593,15 +604,6 @@ pub fn crop_quad(image: &RgbRef<'_>, quad: &Quad) -> Rgb {
             // Pixel centres map to pixel centres.
             let (x, y) = (tx as f64 + 0.5, ty as f64 + 0.5);
             let d = hm[6] * x + hm[7] * y + 1.0;
-            // Off the image (or not finite, from a degenerate quad): the edge pixels, as
-            // `pixel` replicates them; never an integer overflow past them.
-            let inside = |v: f64, size: usize| {
-                if v.is_nan() {
-                    0.0
-                } else {
-                    v.clamp(-1.0, size as f64)
-                }
-            };
             let sx = inside((hm[0] * x + hm[1] * y + hm[2]) / d - 0.5, image.width);
             let sy = inside((hm[3] * x + hm[4] * y + hm[5]) / d - 0.5, image.height);
             let (x0, y0) = (sx.floor(), sy.floor());

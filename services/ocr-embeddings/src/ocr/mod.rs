@@ -87,7 +87,7 @@ pub struct OcrConfig {
 }
 
 /// One recognised line.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Line {
     /// Its text.
     pub text: String,
@@ -166,18 +166,6 @@ pub struct Timings {
     pub crop_ms: f64,
     /// The recognition model and CTC decoding.
     pub recognize_ms: f64,
-}
-
-impl Timings {
-    /// All steps together.
-    pub fn total_ms(&self) -> f64 {
-        self.prepare_ms
-            + self.detect_ms
-            + self.boxes_ms
-            + self.orient_ms
-            + self.crop_ms
-            + self.recognize_ms
-    }
 }
 
 /// What OCR found in one image.
@@ -422,7 +410,8 @@ impl Ocr {
             let tall = geometry::is_vertical(cw, ch);
             if tall {
                 vertical += ch as f32;
-            } else if cw as f32 >= ch as f32 * 1.5 {
+            } else if geometry::is_vertical(ch, cw) {
+                // As much wider than tall as a vertical one is taller than wide.
                 horizontal += cw as f32;
             } else {
                 continue;
@@ -445,18 +434,8 @@ impl Ocr {
             let plane = 3 * REC_HEIGHT as usize * CLS_WIDTH;
             let mut input = vec![0f32; sized.len() * plane];
             for (slot, &(_, _, i)) in sized.iter().enumerate() {
-                let strip = geometry::crop_quad(&rgb, &boxes[i].quad);
-                let ratio = strip.width as f32 / strip.height.max(1) as f32;
-                let width = ((REC_HEIGHT as f32 * ratio).ceil() as usize).clamp(1, CLS_WIDTH);
-                let Some(img) =
-                    RgbImage::from_raw(strip.width as u32, strip.height as u32, strip.data)
-                else {
-                    continue;
-                };
-                let resized =
-                    imageops::resize(&img, width as u32, REC_HEIGHT, FilterType::Triangle);
-                let chw = chw_bgr(&resized, CLS_WIDTH, REC_HEIGHT as usize, 0.0);
-                input[slot * plane..(slot + 1) * plane].copy_from_slice(&chw);
+                let slot = &mut input[slot * plane..(slot + 1) * plane];
+                strip_into(slot, &rgb, &boxes[i].quad, CLS_WIDTH);
             }
             let tensor =
                 Tensor::from_array(([sized.len(), 3, REC_HEIGHT as usize, CLS_WIDTH], input))
@@ -577,17 +556,8 @@ impl Ocr {
             let plane = 3 * REC_HEIGHT as usize * width;
             let mut input = vec![0f32; group.len() * plane];
             for (slot, &i) in group.iter().enumerate() {
-                let strip = geometry::crop_quad(&rgb, &boxes[i].quad);
-                let Some(img) =
-                    RgbImage::from_raw(strip.width as u32, strip.height as u32, strip.data)
-                else {
-                    continue;
-                };
-                let resized_w = width_of(ratios[i]).min(width);
-                let resized =
-                    imageops::resize(&img, resized_w as u32, REC_HEIGHT, FilterType::Triangle);
-                let chw = chw_bgr(&resized, width, REC_HEIGHT as usize, 0.0);
-                input[slot * plane..(slot + 1) * plane].copy_from_slice(&chw);
+                let slot = &mut input[slot * plane..(slot + 1) * plane];
+                strip_into(slot, &rgb, &boxes[i].quad, width);
             }
             let tensor = Tensor::from_array(([group.len(), 3, REC_HEIGHT as usize, width], input))
                 .map_err(rt)?;
@@ -656,6 +626,25 @@ pub fn is_blank(image: &RgbImage) -> bool {
         .map(|(_, &n)| n)
         .sum();
     ink < (pixels / 200_000).max(24)
+}
+
+/// The strip of `quad` cut from `image`, scaled to [`REC_HEIGHT`] at its own aspect
+/// (within `width`), in `plane`: a CHW plane `width` wide, the rest left as it is (0,
+/// the padding value). What both the recognition and the orientation models read.
+fn strip_into(
+    plane: &mut [f32],
+    image: &geometry::RgbRef<'_>,
+    quad: &geometry::Quad,
+    width: usize,
+) {
+    let strip = geometry::crop_quad(image, quad);
+    let ratio = strip.width as f32 / strip.height.max(1) as f32;
+    let scaled = ((REC_HEIGHT as f32 * ratio).ceil() as usize).clamp(1, width);
+    let Some(img) = RgbImage::from_raw(strip.width as u32, strip.height as u32, strip.data) else {
+        return;
+    };
+    let resized = imageops::resize(&img, scaled as u32, REC_HEIGHT, FilterType::Triangle);
+    plane.copy_from_slice(&chw_bgr(&resized, width, REC_HEIGHT as usize, 0.0));
 }
 
 /// Runs `session` on `input` and hands its first output (shape, values) to `read`, which

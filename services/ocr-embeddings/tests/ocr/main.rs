@@ -570,13 +570,14 @@ fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
             _ => upright.clone(),
         };
         let page = x.extract(&png(&delivered)).unwrap().pages.remove(0);
+        let layout = page.layout.as_ref().unwrap();
         let rate = cer(&page.text, &want);
         eprintln!(
             "turned {degrees}: read turned back {}, CER {rate:.4}",
-            page.rotation
+            layout.rotation
         );
         // The page was turned `degrees` clockwise: it is read after turning it back.
-        assert_eq!(page.rotation, (360 - degrees) % 360, "turned {degrees}");
+        assert_eq!(layout.rotation, (360 - degrees) % 360, "turned {degrees}");
         assert!(rate < 0.03, "turned {degrees}: CER {rate}: {:?}", page.text);
         // Rows are found on the upright page: one line of text per line, whatever the turn.
         assert_eq!(
@@ -585,10 +586,10 @@ fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
             "turned {degrees}: {:?}",
             page.text
         );
-        assert_eq!(page.size, Some(delivered.dimensions()));
+        assert_eq!((layout.width, layout.height), delivered.dimensions());
         let (w, h) = delivered.dimensions();
-        for line in &page.lines {
-            for &(px, py) in &line.quad {
+        for line in &layout.lines {
+            for &[px, py] in &line.quad {
                 assert!(
                     (0.0..=w as f32).contains(&px) && (0.0..=h as f32).contains(&py),
                     "{line:?} outside {w} x {h}"
@@ -597,9 +598,9 @@ fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
         }
         // The first line's box is where the first line is on the delivered image: at the
         // top for 0, at the right for 90, at the bottom for 180, at the left for 270.
-        let first = &page.lines[0];
-        let cx = first.quad.iter().map(|p| p.0).sum::<f32>() / 4.0 / w as f32;
-        let cy = first.quad.iter().map(|p| p.1).sum::<f32>() / 4.0 / h as f32;
+        let first = &layout.lines[0];
+        let cx = first.quad.iter().map(|p| p[0]).sum::<f32>() / 4.0 / w as f32;
+        let cy = first.quad.iter().map(|p| p[1]).sum::<f32>() / 4.0 / h as f32;
         let at = match degrees {
             0 => cy < 0.25,
             90 => cx > 0.75,
@@ -634,7 +635,8 @@ fn thin_long_and_tiny_images_are_read() {
         (1, 1),
     ] {
         let page = x.extract(&png(&stripes(w, h))).unwrap().pages.remove(0);
-        assert_eq!(page.size, Some((w, h)), "{w} x {h}");
+        let layout = page.layout.unwrap();
+        assert_eq!((layout.width, layout.height), (w, h), "{w} x {h}");
     }
     // A line of text cut out of a scan as a thin strip (2000 x 40 at 200 dpi) reads.
     let line = scan(&["Invoice 2024-0042 from ACME Supplies Ltd."], 200.0);
@@ -664,7 +666,7 @@ fn blank_pages_cost_no_ocr() {
     assert!(
         read.pages
             .iter()
-            .all(|p| p.text.is_empty() && p.lines.is_empty())
+            .all(|p| p.text.is_empty() && p.layout.as_ref().is_none_or(|l| l.lines.is_empty()))
     );
     assert_eq!(read.ocr_pixels, 0);
     let sheet = docflow_embedded::pdf::noisy_rotated(
