@@ -30,6 +30,9 @@ pub mod outcome {
     pub const DEAD_LETTERED: &str = "dead_lettered";
     /// Given up on at revoke or shutdown; will be redelivered.
     pub const ABANDONED: &str = "abandoned";
+    /// Its handler stopped mid-run when the shutdown grace period ran out; its delivery
+    /// claim released (an interruption, not a death); will be redelivered.
+    pub const INTERRUPTED: &str = "interrupted";
     /// A dead letter redriven for another group: passed by unhandled.
     pub const OTHER_GROUP: &str = "other_group";
 }

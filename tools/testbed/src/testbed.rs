@@ -43,6 +43,12 @@ pub(crate) struct Config {
     /// Payloads starting with this abort the whole process (a native crash, the OOM killer).
     #[arg(long, default_value = "crash")]
     crash_prefix: String,
+    /// Payloads starting with this take `--long-ms` to handle (a long document).
+    #[arg(long, default_value = "long")]
+    long_prefix: String,
+    /// Handler time of a long record, milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    long_ms: u64,
     /// Also record each record's produce and done times (table `testbed_latency`, epoch
     /// milliseconds): end-to-end latency for load tests.
     #[arg(long)]
@@ -66,6 +72,8 @@ struct Synthetic {
     flaky: String,
     flaky_failures: u32,
     crash: String,
+    long: String,
+    long_work: Duration,
     pid: i64,
     record_latency: bool,
 }
@@ -96,7 +104,14 @@ impl Handler for Synthetic {
             ));
         }
         let slow = self.slow_percent > 0.0 && rand::random::<f64>() * 100.0 < self.slow_percent;
-        tokio::time::sleep(if slow { self.slow } else { self.work }).await;
+        let work = if id.starts_with(&self.long) {
+            self.long_work
+        } else if slow {
+            self.slow
+        } else {
+            self.work
+        };
+        tokio::time::sleep(work).await;
         let inserted = sqlx::query(
             "INSERT INTO testbed_rows (msg_id, topic, part, off, pid) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (msg_id) DO NOTHING",
@@ -175,6 +190,8 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         flaky: config.flaky_prefix.clone(),
         flaky_failures: config.flaky_failures,
         crash: config.crash_prefix.clone(),
+        long: config.long_prefix.clone(),
+        long_work: Duration::from_millis(config.long_ms),
         pid: i64::from(std::process::id()),
         record_latency: config.record_latency,
     });

@@ -117,6 +117,9 @@ pub const PAUSE_AFTER: Duration = Duration::from_secs(1);
 /// Extra time after the shutdown grace for committing and leaving the group.
 const LEAVE_GROUP_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Time handlers interrupted at shutdown get to release their delivery claims.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Debug)]
 struct Job {
     record: Record,
@@ -149,6 +152,9 @@ struct Shared<H> {
     retry: RetryPolicy,
     metrics: ConsumerMetrics,
     cancel: CancellationToken,
+    /// Every record's task, so that shutdown waits for the claims of interrupted handlers
+    /// to be released before the process exits.
+    tasks: tokio_util::task::TaskTracker,
     done_tx: Sender<Completion>,
     runtime: tokio::runtime::Handle,
     /// Crash counting, with the deliveries after which a record is dead-lettered unrun.
@@ -293,6 +299,7 @@ pub async fn run<H: Handler>(
         },
         metrics,
         cancel: CancellationToken::new(),
+        tasks: tokio_util::task::TaskTracker::new(),
         done_tx,
         runtime: tokio::runtime::Handle::current(),
         ledger: spec
@@ -419,6 +426,15 @@ pub async fn run<H: Handler>(
     };
     health.set_ready(false);
     shared.cancel.cancel();
+    // Handlers still running past the grace period stop now; each releases its delivery
+    // claim (an interruption, not a death) before the process exits.
+    shared.tasks.close();
+    if tokio::time::timeout(RELEASE_TIMEOUT, shared.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(group = %spec.group_id, "interrupted records did not all release their claims; they count as deliveries");
+    }
     let result = result.map_err(|_| RuntimeError::PollThread("poll thread panicked".into()))?;
     let flushed = tokio::task::spawn_blocking(move || {
         rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10))

@@ -249,7 +249,11 @@ impl<H: Handler> State<H> {
     }
 
     fn spawn(&self, job: Job) {
-        self.shared.runtime.spawn(work(self.shared.clone(), job));
+        let task = self
+            .shared
+            .tasks
+            .track_future(work(self.shared.clone(), job));
+        self.shared.runtime.spawn(task);
     }
 
     /// The partitions owned now.

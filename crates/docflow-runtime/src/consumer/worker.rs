@@ -92,13 +92,27 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
                 drop(permit);
                 return crash_loop(s, record, n).await;
             }
-            Ok(Claim::Run) => match &input {
-                Some(i) => s.handler.handle(record, i).await,
-                None => match s.handler.decode(record).await {
-                    Ok(i) => s.handler.handle(record, input.insert(i)).await,
-                    Err(e) => Err(e),
-                },
-            },
+            Ok(Claim::Run) => {
+                let handled = async {
+                    match &input {
+                        Some(i) => s.handler.handle(record, i).await,
+                        None => match s.handler.decode(record).await {
+                            Ok(i) => s.handler.handle(record, input.insert(i)).await,
+                            Err(e) => Err(e),
+                        },
+                    }
+                };
+                // Past the shutdown grace period the handler is stopped where it is (its
+                // side effects are idempotent, its offset is not stored): the process exits
+                // having released the claim, so a graceful exit never counts as a death.
+                tokio::select! {
+                    r = handled => r,
+                    () = s.cancel.cancelled() => {
+                        drop(permit);
+                        return interrupted(s, record);
+                    }
+                }
+            }
         };
         drop(permit);
         s.metrics
@@ -201,6 +215,21 @@ async fn release<H>(s: &Shared<H>, record: &Record, outcome: Outcome) {
 }
 
 /// Counts a record given up on (shutdown): it will be redelivered.
+/// A handler stopped mid-run at shutdown: redelivered later, its claim released as for an
+/// abandoned record.
+fn interrupted<H>(s: &Shared<H>, record: &Record) -> Outcome {
+    s.metrics
+        .messages
+        .with_label_values(&[&s.group, outcome::INTERRUPTED])
+        .inc();
+    tracing::warn!(
+        offset = record.offset,
+        partition = record.partition,
+        "shutdown grace period over: handler interrupted; the record will be redelivered"
+    );
+    Outcome::Abandoned
+}
+
 pub(super) fn abandoned<H>(s: &Shared<H>) -> Outcome {
     s.metrics
         .messages

@@ -320,6 +320,61 @@ async fn poison_records_are_dead_lettered_once_with_headers() {
     bed.finish().await;
 }
 
+/// SIGTERM is not a crash: a long record in hand when the grace period runs out is
+/// interrupted, its delivery claim released, and the process exits 0. Five such graceful
+/// restarts (rolling deploys, scale-ins) in a row with `--max-crash-deliveries 3` do not
+/// dead-letter it; the sixth life finishes it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_record_is_not_counted_as_a_crash() {
+    let bed = Bed::new(1).await;
+    let mut all = ids("ok-", 5);
+    all.insert(0, "long-0000".to_owned());
+    bed.produce(&all).await;
+    let args = [
+        "--workers",
+        "1",
+        "--max-crash-deliveries",
+        "3",
+        "--shutdown-grace",
+        "500ms",
+        "--long-ms",
+        "4000",
+    ];
+    for life in 0..5 {
+        let mut r = bed.spawn(&format!("term-{life}"), &args);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while bed.claims().await == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the long record was never claimed\n{}",
+                bed.logs_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(r.terminate(), "exit 0 after SIGTERM\n{}", bed.logs_tail());
+        assert_eq!(
+            bed.claims().await,
+            0,
+            "life {life}: the interrupted delivery released its claim"
+        );
+        assert!(
+            !bed.row_ids().await.contains(&"long-0000".to_owned()),
+            "life {life}: the long record did not finish"
+        );
+    }
+    let mut last = bed.spawn("term-last", &args);
+    bed.wait_rows(6, Duration::from_secs(60)).await;
+    assert!(last.terminate());
+    assert_eq!(
+        bed.dead_letters().await,
+        Vec::new(),
+        "nothing dead-lettered"
+    );
+    assert_eq!(bed.row_ids().await.len(), 6);
+    assert_eq!(bed.committed(), bed.log_end());
+    bed.finish().await;
+}
+
 /// A record that takes its whole process down (here an abort; in production a native
 /// library the OOM killer ends) is redelivered after every restart. Deliveries are recorded
 /// before the handler runs, so after `--max-crash-deliveries` deaths the next delivery

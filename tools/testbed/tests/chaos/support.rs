@@ -110,6 +110,18 @@ impl Bed {
             .collect()
     }
 
+    /// Deliveries the crash-counting ledger holds unreleased, over the group's records.
+    pub async fn claims(&self) -> i64 {
+        sqlx::query(
+            "SELECT CAST(COALESCE(SUM(started), 0) AS BIGINT) FROM deliveries WHERE consumer_group = $1",
+        )
+            .bind(&self.group)
+            .fetch_one(&self.pool)
+            .await
+            .map(|r| r.get::<i64, _>(0))
+            .unwrap_or(0)
+    }
+
     pub async fn rows(&self) -> i64 {
         sqlx::query("SELECT COUNT(*) FROM testbed_rows")
             .fetch_one(&self.pool)
