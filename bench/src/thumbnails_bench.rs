@@ -122,6 +122,7 @@ async fn head_of_line(
         worker_timeout: std::time::Duration::from_secs(120),
         worker_stall: std::time::Duration::from_secs(20),
         worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
+        max_workers: 0,
     };
     let pool = std::sync::Arc::new(docflow_thumbnails::render_pool(
         &pdfium_library(),

@@ -96,12 +96,19 @@ pub struct IsolationArgs {
     /// Executable of the worker processes (default: this program).
     #[arg(long, env = "DOCFLOW_WORKER_EXE")]
     pub worker_exe: Option<PathBuf>,
+
+    /// Workers a pool runs at once (set by [`IsolationArgs::for_workers`]; 0: no bound).
+    /// A job waits its turn, first come first served, when all are busy.
+    #[arg(skip)]
+    pub max_workers: usize,
 }
 
 impl IsolationArgs {
-    /// These limits for a stage running `workers` jobs at once: the per-worker memory
-    /// limit lowered so that `workers` workers together stay within `--stage-memory`.
+    /// These limits for a stage running `workers` jobs at once: at most `workers` worker
+    /// processes, each one's memory limit lowered so that together they stay within
+    /// `--stage-memory`.
     pub fn for_workers(mut self, workers: usize) -> Self {
+        self.max_workers = workers.max(1);
         let share = self.stage_memory / u64::try_from(workers.max(1)).unwrap_or(u64::MAX);
         if share < self.worker_memory {
             tracing::info!(
@@ -214,6 +221,8 @@ pub struct WorkerPool {
     argv: Vec<String>,
     limits: IsolationArgs,
     idle: Mutex<Vec<Worker>>,
+    /// One permit per worker that may run (`max_workers`); `None`: no bound.
+    slots: Option<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -241,11 +250,14 @@ impl WorkerPool {
             "--".to_owned(),
         ];
         argv.extend(args);
+        let slots =
+            (limits.max_workers > 0).then(|| tokio::sync::Semaphore::new(limits.max_workers));
         Ok(WorkerPool {
             exe,
             argv,
             limits,
             idle: Mutex::new(Vec::new()),
+            slots,
         })
     }
 
@@ -287,9 +299,22 @@ impl WorkerPool {
         })
     }
 
+    /// Workers that may run at once (0: no bound).
+    pub fn max_workers(&self) -> usize {
+        self.limits.max_workers
+    }
+
     /// Runs one job in a worker: its answer, or why there is none. A worker that fails is
-    /// not reused.
+    /// not reused. With `max_workers` busy, the job waits for one, in the order jobs came.
     pub async fn run(&self, job: &[u8]) -> Result<Vec<u8>, IsolationError> {
+        // The permit lives as long as the job: a worker past it is idle (or gone).
+        let _slot = match &self.slots {
+            Some(slots) => Some(slots.acquire().await.map_err(|_| IsolationError::Io {
+                context: "waiting for a worker",
+                source: std::io::Error::other("the pool is closed"),
+            })?),
+            None => None,
+        };
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut worker = match idle {
             Some(w) => w,
@@ -701,6 +726,7 @@ mod tests {
             worker_timeout: Duration::from_secs(1),
             worker_stall: Duration::from_secs(1),
             worker_exe: None,
+            max_workers: 0,
         };
         // 4 workers of 1 GiB fit 4 GiB: unchanged.
         assert_eq!(args(1 << 30, 4 << 30).for_workers(4).worker_memory, 1 << 30);
@@ -710,6 +736,7 @@ mod tests {
             512 << 20
         );
         assert_eq!(args(1 << 30, 4 << 30).for_workers(0).worker_memory, 1 << 30);
+        assert_eq!(args(1 << 30, 4 << 30).for_workers(3).max_workers, 3);
     }
 
     /// A pool whose "workers" are `sh -c SCRIPT`.
@@ -724,8 +751,10 @@ mod tests {
                 worker_timeout: timeout,
                 worker_stall: Duration::from_secs(30),
                 worker_exe: None,
+                max_workers: 0,
             },
             idle: Mutex::new(Vec::new()),
+            slots: None,
         }
     }
 
@@ -850,6 +879,7 @@ mod tests {
                 worker_timeout: Duration::from_secs(30),
                 worker_stall: Duration::from_secs(2),
                 worker_exe: Some(example_worker()),
+                max_workers: 0,
             },
             Vec::new(),
         )
@@ -981,6 +1011,26 @@ mod tests {
             pool.idle.lock().unwrap().len(),
             1,
             "the same worker served both"
+        );
+    }
+
+    /// Jobs past `max_workers` wait for a worker instead of starting another process.
+    #[tokio::test]
+    async fn a_bounded_pool_runs_no_more_workers_than_its_bound() {
+        let mut pool = pool_of(
+            "while head -c 5 >/dev/null; do sleep 0.1; printf '\\000\\000\\000\\000\\002ok'; done",
+            Duration::from_secs(10),
+        );
+        pool.limits.max_workers = 2;
+        pool.slots = Some(tokio::sync::Semaphore::new(2));
+        let jobs = (0..5).map(|_| pool.run(b"x"));
+        for answer in futures::future::join_all(jobs).await {
+            assert_eq!(answer.unwrap(), b"ok");
+        }
+        assert_eq!(
+            pool.idle.lock().unwrap().len(),
+            2,
+            "two workers served five jobs"
         );
     }
 }
