@@ -122,6 +122,12 @@ impl<S: Stage> StageHandler<S> {
             bytes,
             idempotency_key,
             attempt: record.attempt,
+            progress: Some(crate::Progress::new(
+                self.text.clone(),
+                event,
+                S::NAME,
+                S::VERSION,
+            )),
         })
     }
 

@@ -91,6 +91,64 @@ pub struct Document {
     pub idempotency_key: String,
     /// 1 on the first try, 2 on the first retry, ...
     pub attempt: u32,
+    /// Where pages are kept as they are read (`None` outside a running stage, e.g. in
+    /// calibration): a redelivery of a long document continues after the pages kept.
+    pub progress: Option<Progress>,
+}
+
+/// A text stage's pages of one document kept in the result store as they are read, before
+/// the document is done: a redelivery (after SIGTERM, a rebalance or a crash) asks for them
+/// and reads only the rest. Kept pages are rows under the run's own key, so the final
+/// [`Output::text`] finds them there and keeps them as they are.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    text: docflow_store::TextStore,
+    tenant_id: String,
+    document_id: String,
+    stage: &'static str,
+    stage_version: i32,
+}
+
+impl Progress {
+    pub(crate) fn new(
+        text: docflow_store::TextStore,
+        event: &DocUploaded,
+        stage: &'static str,
+        stage_version: i32,
+    ) -> Self {
+        Progress {
+            text,
+            tenant_id: event.tenant_id.clone(),
+            document_id: event.document_id.clone(),
+            stage,
+            stage_version,
+        }
+    }
+
+    fn key(&self) -> docflow_store::TextKey<'_> {
+        docflow_store::TextKey {
+            tenant_id: &self.tenant_id,
+            document_id: &self.document_id,
+            stage: self.stage,
+            stage_version: self.stage_version,
+        }
+    }
+
+    /// The pages earlier deliveries of this document kept, in order.
+    pub async fn kept(&self) -> Result<Vec<PageText>, HandlerError> {
+        self.text
+            .pages_of(self.key())
+            .await
+            .map_err(|e| HandlerError::transient(docflow_runtime::handler::class::DATABASE, e))
+    }
+
+    /// Keeps `page` now (a page already kept stays as it is).
+    pub async fn keep(&self, page: &PageText) -> Result<(), HandlerError> {
+        self.text
+            .put_page(self.key(), page)
+            .await
+            .map_err(|e| HandlerError::transient(docflow_runtime::handler::class::DATABASE, e))
+    }
 }
 
 /// What a stage produced for one document.

@@ -157,6 +157,76 @@ fn size(v: usize) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// A `document_pages` row as a page.
+fn page_of_row(r: &sqlx::any::AnyRow) -> Result<PageText, StoreError> {
+    let page: i64 = r.try_get("page")?;
+    let source: String = r.try_get("source")?;
+    let confidence: Option<f64> = r.try_get("confidence")?;
+    let layout: Option<String> = r.try_get("layout")?;
+    Ok(PageText {
+        page: u32::try_from(page).unwrap_or(0),
+        source: TextSource::parse(&source).unwrap_or(TextSource::Ocr),
+        #[allow(clippy::cast_possible_truncation)]
+        confidence: confidence.map(|c| c as f32),
+        text: r.try_get("body")?,
+        // A layout that does not parse (written by a newer version) is left out, not an
+        // error for the page's text.
+        layout: layout.and_then(|l| serde_json::from_str(&l).ok()),
+    })
+}
+
+/// Inserts page `p` under `key` (a row already there stays).
+async fn insert_page<'c, E>(exec: E, key: TextKey<'_>, p: &PageText) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let layout = p
+        .layout
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|source| StoreError::Encode {
+            what: "a page layout",
+            source,
+        })?;
+    // A NULL is written as a literal, never bound: through sqlx's Any driver a statement
+    // first prepared with a NULL parameter keeps that parameter's type on PostgreSQL, and a
+    // later float in the same place is refused ("incorrect binary data format") on
+    // whichever pooled connection cached it. So each combination of present values is its
+    // own statement.
+    let mut next = 8;
+    let mut value = |present: bool| {
+        if present {
+            next += 1;
+            format!("${}", next - 1)
+        } else {
+            "NULL".to_owned()
+        }
+    };
+    let (confidence, layout_at) = (value(p.confidence.is_some()), value(layout.is_some()));
+    let sql = format!(
+        "INSERT INTO document_pages \
+         (tenant_id, document_id, stage, stage_version, page, source, body, confidence, layout) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, {confidence}, {layout_at}) ON CONFLICT DO NOTHING"
+    );
+    let mut q = sqlx::query(&sql)
+        .bind(key.tenant_id)
+        .bind(key.document_id)
+        .bind(key.stage)
+        .bind(i64::from(key.stage_version))
+        .bind(int(p.page))
+        .bind(p.source.as_str())
+        .bind(&p.text);
+    if let Some(c) = p.confidence {
+        q = q.bind(f64::from(c));
+    }
+    if let Some(l) = &layout {
+        q = q.bind(l);
+    }
+    q.execute(exec).await?;
+    Ok(())
+}
+
 impl TextStore {
     /// Over `pool` (migrated).
     pub fn new(pool: AnyPool) -> Self {
@@ -167,50 +237,7 @@ impl TextStore {
     pub async fn put(&self, key: TextKey<'_>, text: &DocumentText) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         for p in &text.pages {
-            let layout = p
-                .layout
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(|source| StoreError::Encode {
-                    what: "a page layout",
-                    source,
-                })?;
-            // A NULL is written as a literal, never bound: through sqlx's Any driver a
-            // statement first prepared with a NULL parameter keeps that parameter's type on
-            // PostgreSQL, and a later float in the same place is refused ("incorrect binary
-            // data format") on whichever pooled connection cached it. So each combination
-            // of present values is its own statement.
-            let mut next = 8;
-            let mut value = |present: bool| {
-                if present {
-                    next += 1;
-                    format!("${}", next - 1)
-                } else {
-                    "NULL".to_owned()
-                }
-            };
-            let (confidence, layout_at) = (value(p.confidence.is_some()), value(layout.is_some()));
-            let sql = format!(
-                "INSERT INTO document_pages \
-                 (tenant_id, document_id, stage, stage_version, page, source, body, confidence, layout) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, {confidence}, {layout_at}) ON CONFLICT DO NOTHING"
-            );
-            let mut q = sqlx::query(&sql)
-                .bind(key.tenant_id)
-                .bind(key.document_id)
-                .bind(key.stage)
-                .bind(i64::from(key.stage_version))
-                .bind(int(p.page))
-                .bind(p.source.as_str())
-                .bind(&p.text);
-            if let Some(c) = p.confidence {
-                q = q.bind(f64::from(c));
-            }
-            if let Some(l) = &layout {
-                q = q.bind(l);
-            }
-            q.execute(&mut *tx).await?;
+            insert_page(&mut *tx, key, p).await?;
         }
         for (i, c) in text.chunks.iter().enumerate() {
             sqlx::query(
@@ -235,6 +262,28 @@ impl TextStore {
         Ok(())
     }
 
+    /// Stores one page (a row already there stays): a stage keeps a long document's pages
+    /// as it reads them, so a redelivery continues after them.
+    pub async fn put_page(&self, key: TextKey<'_>, page: &PageText) -> Result<(), StoreError> {
+        insert_page(&self.pool, key, page).await
+    }
+
+    /// The pages stored under exactly `key`, in order (those an earlier delivery kept).
+    pub async fn pages_of(&self, key: TextKey<'_>) -> Result<Vec<PageText>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT page, source, confidence, body, layout FROM document_pages \
+             WHERE tenant_id = $1 AND document_id = $2 AND stage = $3 AND stage_version = $4 \
+             ORDER BY page",
+        )
+        .bind(key.tenant_id)
+        .bind(key.document_id)
+        .bind(key.stage)
+        .bind(i64::from(key.stage_version))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(page_of_row).collect()
+    }
+
     /// The pages of a document from `stage` at its newest version with pages.
     pub async fn pages(
         &self,
@@ -254,24 +303,7 @@ impl TextStore {
         .bind(stage)
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let page: i64 = r.try_get("page")?;
-            let source: String = r.try_get("source")?;
-            let confidence: Option<f64> = r.try_get("confidence")?;
-            let layout: Option<String> = r.try_get("layout")?;
-            out.push(PageText {
-                page: u32::try_from(page).unwrap_or(0),
-                source: TextSource::parse(&source).unwrap_or(TextSource::Ocr),
-                #[allow(clippy::cast_possible_truncation)]
-                confidence: confidence.map(|c| c as f32),
-                text: r.try_get("body")?,
-                // A layout that does not parse (written by a newer version) is left out,
-                // not an error for the page's text.
-                layout: layout.and_then(|l| serde_json::from_str(&l).ok()),
-            });
-        }
-        Ok(out)
+        rows.iter().map(page_of_row).collect()
     }
 
     /// The `k` chunks of `tenant_id` (from `stage`, each document at its newest version)
@@ -396,6 +428,54 @@ mod tests {
                 assert_eq!(back[0].confidence.is_some(), confidence.is_some());
                 assert_eq!(back[0].layout, page.layout);
             }
+            db.drop_now().await.unwrap();
+        }
+    }
+
+    /// Pages kept one at a time come back under exactly their version; the document's
+    /// final put keeps them as they are and adds the rest.
+    #[tokio::test]
+    async fn pages_kept_one_at_a_time_are_found_by_their_exact_version() {
+        for db in crate::scratch::ScratchDb::all().await.unwrap() {
+            let store = TextStore::new(crate::open(&db.url, 2).await.unwrap());
+            let key = |stage_version| TextKey {
+                tenant_id: "t",
+                document_id: "long",
+                stage: "ocr-embeddings",
+                stage_version,
+            };
+            let page = |page: u32, text: &str| PageText {
+                page,
+                source: TextSource::Ocr,
+                confidence: Some(0.9),
+                text: text.into(),
+                layout: None,
+            };
+            assert!(store.pages_of(key(2)).await.unwrap().is_empty());
+            store.put_page(key(2), &page(3, "third")).await.unwrap();
+            store.put_page(key(2), &page(1, "first")).await.unwrap();
+            store.put_page(key(2), &page(1, "again")).await.unwrap();
+            store
+                .put_page(key(1), &page(2, "old version"))
+                .await
+                .unwrap();
+            let kept = store.pages_of(key(2)).await.unwrap();
+            assert_eq!(
+                kept.iter()
+                    .map(|p| (p.page, p.text.as_str()))
+                    .collect::<Vec<_>>(),
+                [(1, "first"), (3, "third")]
+            );
+            let whole = DocumentText {
+                pages: vec![page(1, "x"), page(2, "second"), page(3, "y")],
+                chunks: Vec::new(),
+            };
+            store.put(key(2), &whole).await.unwrap();
+            let all = store.pages_of(key(2)).await.unwrap();
+            assert_eq!(
+                all.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(),
+                ["first", "second", "third"]
+            );
             db.drop_now().await.unwrap();
         }
     }

@@ -49,6 +49,7 @@ async fn measure<S: Stage>(
             bytes: bytes.clone(),
             idempotency_key,
             attempt: 1,
+            progress: None,
         };
         for run in 0..=runs {
             let started = Instant::now();
