@@ -24,6 +24,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod layouts;
 pub mod measure;
 pub mod pdf;
 pub mod process;

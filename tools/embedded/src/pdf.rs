@@ -23,6 +23,70 @@ pub fn text_pdf(pages: &[&[&str]]) -> Vec<u8> {
     build_pdf(&contents, None)
 }
 
+/// A run of text placed on a page: Helvetica `size` pt, its baseline starting at (`x`, `y`)
+/// in PDF points from the page's bottom-left corner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    /// Left edge, points.
+    pub x: f32,
+    /// Baseline, points from the bottom.
+    pub y: f32,
+    /// Font size, points.
+    pub size: f32,
+    /// The text (one line).
+    pub text: String,
+}
+
+/// A PDF of A4 pages of placed text (columns, tables, forms): the order of each page's
+/// runs is its reading order, known by construction.
+pub fn layout_pdf(pages: &[Vec<Placed>]) -> Vec<u8> {
+    let contents: Vec<Vec<u8>> = pages
+        .iter()
+        .map(|runs| {
+            let mut s = String::new();
+            for r in runs {
+                let escaped = r
+                    .text
+                    .replace('\\', "\\\\")
+                    .replace('(', "\\(")
+                    .replace(')', "\\)");
+                s.push_str(&format!(
+                    "BT /F1 {:.1} Tf {:.1} {:.1} Td ({escaped}) Tj ET\n",
+                    r.size, r.x, r.y
+                ));
+            }
+            s.into_bytes()
+        })
+        .collect();
+    build_pdf(&contents, None)
+}
+
+/// `words` wrapped into lines of at most `width` points of Helvetica at `size` pt (an
+/// upper bound of its glyph widths: lines never run past `width`).
+pub fn wrap(words: &[&str], width: f32, size: f32) -> Vec<String> {
+    let per_char = 0.6 * size;
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for w in words {
+        let next = if line.is_empty() {
+            w.len()
+        } else {
+            line.len() + 1 + w.len()
+        };
+        if !line.is_empty() && next as f32 * per_char > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// A PDF with one page per scan, each drawn over the whole A4 page, no text layer.
 pub fn image_pdf(scans: &[&GrayImage]) -> Vec<u8> {
     let contents = vec![b"q 595 0 0 842 0 0 cm /Im0 Do Q\n".to_vec(); scans.len()];

@@ -5,10 +5,16 @@
 //!   by the mean probability inside, "unclip" it (the detector was trained on text shrunk by
 //!   `d = area · ratio / perimeter`; growing each side by `d` restores it) and scale it to the
 //!   image;
-//! * [`reading_order`]: recursive XY-cut — split at the widest empty band, rows before
-//!   columns unless a column gutter is wider — so two-column pages read column by column;
+//! * [`reading_order`]: recursive XY-cut — split at the widest empty band: across the page
+//!   where rows are half a line apart or more (titles, table and form rows), else between
+//!   columns when a gutter is wider than a line is tall — so two-column pages read column
+//!   by column and tables row by row;
 //! * [`crop_quad`]: a perspective warp of one box to an upright strip (bilinear, edges
 //!   replicated), turned a quarter when it is much taller than wide (vertical text).
+
+/// A band this many line heights tall or more with no text across the whole width
+/// separates rows, which are read before any column (see [`reading_order`]).
+const ROW_GAP: f32 = 0.5;
 
 /// Longest side of a cropped strip; a box larger than this is sampled down.
 pub const MAX_CROP_SIDE: usize = 4096;
@@ -385,7 +391,13 @@ pub fn reading_order(boxes: &mut Vec<TextBox>) {
     if boxes.len() < 2 {
         return;
     }
-    let rects: Vec<[f32; 4]> = boxes.iter().map(|b| bounds(&b.quad)).collect();
+    // On a skewed scan a row's boxes climb or fall across the page, closing the gaps between
+    // rows; the rows are found on the page turned back by its skew (the boxes' median slope).
+    let (sin, cos) = (-skew(boxes)).sin_cos();
+    let rects: Vec<[f32; 4]> = boxes
+        .iter()
+        .map(|b| bounds(&b.quad.map(|(x, y)| (x * cos - y * sin, x * sin + y * cos))))
+        .collect();
     let mut heights: Vec<f32> = rects.iter().map(|r| r[3] - r[1]).collect();
     heights.sort_by(f32::total_cmp);
     let line_height = heights[heights.len() / 2].max(1.0);
@@ -393,6 +405,28 @@ pub fn reading_order(boxes: &mut Vec<TextBox>) {
     xy_cut(&rects, (0..boxes.len()).collect(), line_height, &mut order);
     let mut taken: Vec<Option<TextBox>> = std::mem::take(boxes).into_iter().map(Some).collect();
     boxes.extend(order.into_iter().filter_map(|i| taken[i].take()));
+}
+
+/// The page's skew, radians: the median slope of the top edges of its boxes that are
+/// clearly lines (at least twice as wide as tall); 0 without such boxes, and never past
+/// 10 degrees (a larger turn is orientation's business, not skew).
+fn skew(boxes: &[TextBox]) -> f32 {
+    let mut slopes: Vec<f32> = boxes
+        .iter()
+        .filter_map(|b| {
+            let [tl, tr, _, bl] = b.quad;
+            let (dx, dy) = (tr.0 - tl.0, tr.1 - tl.1);
+            let height = dist(tl, bl);
+            let wide = dx > 0.0 && dx.hypot(dy) >= 2.0 * height;
+            wide.then(|| dy.atan2(dx)).filter(|a| a.is_finite())
+        })
+        .collect();
+    if slopes.is_empty() {
+        return 0.0;
+    }
+    slopes.sort_by(f32::total_cmp);
+    let limit = 10f32.to_radians();
+    slopes[slopes.len() / 2].clamp(-limit, limit)
 }
 
 /// The widest empty band across `axis` (0: a vertical gap between columns, 1: a horizontal
@@ -431,7 +465,20 @@ fn xy_cut(rects: &[[f32; 4]], idx: Vec<usize>, line_height: f32, out: &mut Vec<u
     // read as columns.
     let columns = widest_gap(rects, &idx, 0).filter(|(gap, _, _)| *gap > line_height);
     let cut = match (rows, columns) {
-        (Some(r), Some(c)) => Some(if c.0 > r.0 { c } else { r }),
+        // Rows apart by half a line or more are rows of their own (a title, a table's or a
+        // form's rows), read one after the other across the page; lines of running text are
+        // closer than that, so text columns still read column by column.
+        (Some(r), _) if r.0 >= ROW_GAP * line_height => Some(r),
+        // A gutter wider than the rows' gap splits columns of running text, whose lines
+        // fill their column; between a table's columns (short cells, a figure's column
+        // beside a description) the rows win, and the table reads row by row.
+        (Some(r), Some(c)) => Some(
+            if c.0 > r.0 && text_column(rects, &c.1) && text_column(rects, &c.2) {
+                c
+            } else {
+                r
+            },
+        ),
         (r, c) => r.or(c),
     };
     match cut {
@@ -441,6 +488,22 @@ fn xy_cut(rects: &[[f32; 4]], idx: Vec<usize>, line_height: f32, out: &mut Vec<u
         }
         None => out.extend(by_lines(rects, idx, line_height)),
     }
+}
+
+/// Whether the boxes `idx` look like a column of running text: their median width is at
+/// least half the column's.
+fn text_column(rects: &[[f32; 4]], idx: &[usize]) -> bool {
+    let Some(left) = idx.iter().map(|&i| rects[i][0]).min_by(f32::total_cmp) else {
+        return false;
+    };
+    let right = idx
+        .iter()
+        .map(|&i| rects[i][2])
+        .max_by(f32::total_cmp)
+        .unwrap_or(left);
+    let mut widths: Vec<f32> = idx.iter().map(|&i| rects[i][2] - rects[i][0]).collect();
+    widths.sort_by(f32::total_cmp);
+    widths[widths.len() / 2] >= 0.5 * (right - left)
 }
 
 /// Boxes whose rows overlap (a skewed page, a table row with ragged cells) in reading
@@ -772,12 +835,13 @@ mod tests {
 
     #[test]
     fn two_columns_under_a_title_read_column_by_column() {
+        // Lines of running text: 15 high, 18 apart (their gaps are under half a line).
         let mut boxes = vec![
             boxed(300.0, 60.0, 500.0, 75.0), // right column, line 1
             boxed(20.0, 60.0, 250.0, 75.0),  // left column, line 1
             boxed(20.0, 10.0, 500.0, 30.0),  // title
-            boxed(300.0, 85.0, 480.0, 100.0),
-            boxed(20.0, 85.0, 240.0, 100.0),
+            boxed(300.0, 78.0, 480.0, 93.0),
+            boxed(20.0, 78.0, 240.0, 93.0),
         ];
         reading_order(&mut boxes);
         let order: Vec<(f32, f32)> = boxes.iter().map(|b| b.quad[0]).collect();
@@ -786,11 +850,64 @@ mod tests {
             vec![
                 (20.0, 10.0),
                 (20.0, 60.0),
-                (20.0, 85.0),
+                (20.0, 78.0),
                 (300.0, 60.0),
-                (300.0, 85.0)
+                (300.0, 78.0)
             ]
         );
+    }
+
+    #[test]
+    fn a_table_reads_row_by_row_across_its_columns() {
+        // Three rows of an item and two figures, 15 high, 25 apart; the columns' gutters
+        // are wider than the rows' gaps.
+        let mut boxes = Vec::new();
+        for row in [2.0f32, 0.0, 1.0] {
+            let top = 100.0 + row * 25.0;
+            boxes.push(boxed(400.0, top, 440.0, top + 15.0));
+            boxes.push(boxed(20.0, top, 180.0, top + 15.0));
+            boxes.push(boxed(300.0, top, 320.0, top + 15.0));
+        }
+        reading_order(&mut boxes);
+        let order: Vec<(f32, f32)> = boxes.iter().map(|b| b.quad[0]).collect();
+        let mut want = Vec::new();
+        for top in [100.0, 125.0, 150.0] {
+            want.extend([(20.0, top), (300.0, top), (400.0, top)]);
+        }
+        assert_eq!(order, want);
+    }
+
+    #[test]
+    fn a_skewed_table_still_reads_row_by_row() {
+        // The table above turned 1.5 degrees: each row climbs 11 px over its 430 px, more
+        // than the 10 px between rows.
+        let (sin, cos) = 1.5f32.to_radians().sin_cos();
+        let turn = |(x, y): (f32, f32)| (x * cos - y * sin, x * sin + y * cos);
+        let mut boxes = Vec::new();
+        for row in [2.0f32, 0.0, 1.0] {
+            let top = 100.0 + row * 25.0;
+            for (x0, x1) in [(400.0, 440.0), (20.0, 180.0), (300.0, 340.0)] {
+                let b = boxed(x0, top, x1, top + 15.0);
+                boxes.push(TextBox {
+                    quad: b.quad.map(turn),
+                    score: 1.0,
+                });
+            }
+        }
+        reading_order(&mut boxes);
+        let order: Vec<(i32, i32)> = boxes
+            .iter()
+            .map(|b| {
+                let (x, y) = b.quad[0];
+                let (x, y) = (x * cos + y * sin, -x * sin + y * cos);
+                (x.round() as i32, y.round() as i32)
+            })
+            .collect();
+        let mut want = Vec::new();
+        for top in [100, 125, 150] {
+            want.extend([(20, top), (300, top), (400, top)]);
+        }
+        assert_eq!(order, want);
     }
 
     #[test]
