@@ -112,6 +112,7 @@ fn extractor(threads: usize) -> anyhow::Result<Extractor> {
         max_side: 2000,
         min_confidence: 0.5,
         orientation: true,
+        device: docflow_ocr_embeddings::ocr::OcrDevice::Cpu,
     })?;
     Ok(Extractor::new(
         &pdfium_library(),

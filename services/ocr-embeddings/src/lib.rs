@@ -35,11 +35,12 @@ pub use stage::{OcrEmbeddings, STAGE_VERSION};
     name = "docflow-ocr-embeddings",
     version,
     about = "docflow stage: page text (text layer or OCR), chunk embeddings, summaries",
-    // OCR of a long scan takes minutes, not the seconds a thumbnail takes.
+    // A worker job is one page (or a document's plan): a dense page takes seconds of CPU,
+    // a whole long scan many minutes, so the limits are a page's, with room to spare.
     mut_arg("worker_memory", |a| a.default_value("2GiB")),
     mut_arg("stage_memory", |a| a.default_value("8GiB")),
-    mut_arg("worker_cpu", |a| a.default_value("600s")),
-    mut_arg("worker_timeout", |a| a.default_value("900s")),
+    mut_arg("worker_cpu", |a| a.default_value("120s")),
+    mut_arg("worker_timeout", |a| a.default_value("300s")),
 )]
 pub struct Config {
     /// Path of `libpdfium.so` (`make tools` links it under .tools/lib).
@@ -57,6 +58,11 @@ pub struct Config {
     /// Sentences in a document's extractive summary.
     #[arg(long, env = "DOCFLOW_SUMMARY_SENTENCES", default_value_t = 3)]
     pub summary_sentences: usize,
+
+    /// Most chunks one document is cut into (a dense 500-page book is ~15,000); more is a
+    /// permanent error (`over_limits`), found before anything is embedded.
+    #[arg(long, env = "DOCFLOW_MAX_CHUNKS", default_value_t = 20_000)]
+    pub max_chunks: usize,
 
     /// The embedding model.
     #[command(flatten)]
@@ -95,9 +101,28 @@ pub struct ReadArgs {
     )]
     pub onnxruntime_lib: PathBuf,
 
-    /// Threads of one worker's OCR (0: onnxruntime's default, one per core).
-    #[arg(long, env = "DOCFLOW_OCR_THREADS", default_value_t = 0)]
+    /// Threads of one worker's OCR (0: onnxruntime's default, one per core). Pages run in
+    /// parallel across workers (--ocr-parallel-pages), so one thread each keeps every core
+    /// busy without the threads waiting on each other.
+    #[arg(long, env = "DOCFLOW_OCR_THREADS", default_value_t = 1)]
     pub ocr_threads: usize,
+
+    /// Where OCR runs: `auto` (a GPU when --onnxruntime-lib has the CUDA execution provider
+    /// and a GPU takes the models, else the CPU, the reason logged once at start), `cpu`, or
+    /// `cuda` (the stage fails at start, saying why, when it cannot).
+    #[arg(
+        long,
+        env = "DOCFLOW_OCR_DEVICE",
+        default_value = "auto",
+        value_parser = ["auto", "cpu", "cuda"]
+    )]
+    pub ocr_device: String,
+
+    /// Pages of one document read at once, each in its own worker (0: one per core), within
+    /// the stage's --workers: a long scan uses every core, and other documents' pages take
+    /// their turn between its pages.
+    #[arg(long, env = "DOCFLOW_OCR_PARALLEL_PAGES", default_value_t = 0)]
+    pub ocr_parallel_pages: usize,
 
     /// Longest side an image or page is scaled to before OCR (RapidOCR's default: 2000).
     #[arg(long, env = "DOCFLOW_OCR_MAX_SIDE", default_value_t = 2000)]
@@ -152,6 +177,7 @@ impl ReadArgs {
                 self.onnxruntime_lib.display().to_string(),
             ),
             ("--ocr-threads", self.ocr_threads.to_string()),
+            ("--ocr-device", self.ocr_device.clone()),
             ("--ocr-max-side", self.ocr_max_side.to_string()),
             ("--ocr-min-confidence", self.ocr_min_confidence.to_string()),
             ("--ocr-orientation", self.ocr_orientation.to_string()),
@@ -245,15 +271,22 @@ pub async fn build(
         .clone()
         .for_workers(config.stage.consumer.workers);
     let pool = read_pool(&config.pdfium_lib, &config.read, isolation)?;
-    pool.run(&probe_png()?)
+    let probe = read_document(&pool, &probe_png()?, 1)
         .await
         .map_err(|e| anyhow::anyhow!("the page-reading worker does not work: {e}"))?;
+    tracing::info!(
+        device = probe.device.as_deref().unwrap_or("unknown"),
+        "page-reading workers ready"
+    );
+    let parallel_pages = parallel_pages(config.read.ocr_parallel_pages, &pool);
     Ok(OcrEmbeddings::new(
         pool,
         batcher,
         stage::Settings {
             chunk_overlap: config.embed.chunk_overlap,
             summary_sentences: config.summary_sentences,
+            parallel_pages,
+            max_chunks: config.max_chunks,
         },
         registry,
     )?)
@@ -315,7 +348,9 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
         max_side: read.ocr_max_side,
         min_confidence: read.ocr_min_confidence,
         orientation: read.ocr_orientation,
+        device: ocr::OcrDevice::parse(&read.ocr_device).unwrap_or_default(),
     })?;
+    let device = format!("{} ({})", engine.device(), engine.device_reason());
     let limits = pages::Limits {
         max_pages: read.max_pages,
         max_page_pixels: read.max_page_pixels,
@@ -324,19 +359,129 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
         max_side: read.ocr_max_side,
     };
     let mut extractor = pages::Extractor::new(&config.pdfium_lib, engine, limits)?;
-    worker.serve(|bytes| {
+    worker.serve(|job| {
         MemoryUse::reset_peak();
         let cpu = isolate::process_cpu_seconds();
-        extractor
-            .extract(bytes)
-            .map_err(|e| format!("{}\n{e}", e.class()))
-            .and_then(|mut x| {
-                x.memory = MemoryUse::now();
-                x.cpu_seconds = cpu
-                    .zip(isolate::process_cpu_seconds())
-                    .map(|(before, after)| after - before);
-                serde_json::to_vec(&x).map_err(|e| format!("{}\n{e}", stage::class::OCR_FAILED))
-            })
+        let refusal = |e: pages::PageError| format!("{}\n{e}", e.class());
+        let encode = |e: serde_json::Error| format!("{}\n{e}", stage::class::OCR_FAILED);
+        let (request, bytes) = pages::Request::decode(job).map_err(refusal)?;
+        let mut extracted = match request {
+            pages::Request::Plan => {
+                let planned = extractor.plan(bytes).map_err(refusal)?;
+                return serde_json::to_vec(&planned).map_err(encode);
+            }
+            pages::Request::Document => extractor.extract(bytes).map_err(refusal)?,
+            pages::Request::Page(n) => pages::Extracted {
+                pages: vec![extractor.page(bytes, n).map_err(refusal)?],
+                ocr_pixels: 0,
+                memory: None,
+                cpu_seconds: None,
+                device: None,
+            },
+        };
+        extracted.device = Some(device.clone());
+        extracted.memory = MemoryUse::now();
+        extracted.cpu_seconds = cpu
+            .zip(isolate::process_cpu_seconds())
+            .map(|(before, after)| after - before);
+        serde_json::to_vec(&extracted).map_err(encode)
     })?;
     Ok(())
+}
+
+/// Why a document's pages were not all read: the failed job's error, and its page.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{error}", page.map(|p| format!("page {p}: ")).unwrap_or_default())]
+pub struct ReadFailure {
+    /// The page being read (`None`: the document's plan).
+    pub page: Option<u32>,
+    /// What went wrong; a worker's refusal is `class\nmessage`.
+    #[source]
+    pub error: IsolationError,
+}
+
+/// Reads every page of `bytes` in `pool`'s workers: first the plan (one job: the limits,
+/// the text layers, the blank pages), then each page to OCR as a job of its own, up to
+/// `parallel` at once ([`read_pages`]). Each page job gets the worker's whole CPU and time
+/// budget, so a long honest document finishes however many pages it has. The first failed
+/// page fails the document (the others are stopped: their workers are killed, not left
+/// running).
+pub async fn read_document(
+    pool: &WorkerPool,
+    bytes: &[u8],
+    parallel: usize,
+) -> Result<pages::Extracted, ReadFailure> {
+    use futures::TryStreamExt;
+    let planned = plan_document(pool, bytes).await?;
+    let mut out = pages::Extracted {
+        pages: planned.pages,
+        ocr_pixels: planned.ocr_pixels,
+        memory: None,
+        cpu_seconds: None,
+        device: None,
+    };
+    let mut read = std::pin::pin!(read_pages(pool, bytes, planned.ocr, parallel));
+    while let Some(page) = read.try_next().await? {
+        out.absorb(page);
+    }
+    out.pages.sort_by_key(|p| p.page);
+    Ok(out)
+}
+
+/// What each page of `bytes` needs ([`pages::Request::Plan`] in one of `pool`'s workers).
+pub async fn plan_document(pool: &WorkerPool, bytes: &[u8]) -> Result<pages::Planned, ReadFailure> {
+    let answer = pool
+        .run(&pages::Request::Plan.encode(bytes))
+        .await
+        .map_err(|error| ReadFailure { page: None, error })?;
+    serde_json::from_slice(&answer).map_err(|e| malformed(None, &e))
+}
+
+/// Pages `numbers` of `bytes` read by OCR, each a job of its own in `pool`'s workers, up to
+/// `parallel` at once, as they finish (not in order). Dropping the stream stops the pages
+/// still being read (their workers are killed).
+pub fn read_pages<'a>(
+    pool: &'a WorkerPool,
+    bytes: &'a [u8],
+    numbers: Vec<u32>,
+    parallel: usize,
+) -> impl futures::Stream<Item = Result<pages::Extracted, ReadFailure>> + 'a {
+    use futures::StreamExt;
+    futures::stream::iter(numbers)
+        .map(move |n| async move {
+            let answer = pool
+                .run(&pages::Request::Page(n).encode(bytes))
+                .await
+                .map_err(|error| ReadFailure {
+                    page: Some(n),
+                    error,
+                })?;
+            serde_json::from_slice::<pages::Extracted>(&answer).map_err(|e| malformed(Some(n), &e))
+        })
+        .buffer_unordered(parallel.max(1))
+}
+
+/// A worker's answer that does not parse.
+fn malformed(page: Option<u32>, e: &serde_json::Error) -> ReadFailure {
+    ReadFailure {
+        page,
+        error: IsolationError::Job(format!(
+            "{}\nmalformed answer from the worker: {e}",
+            stage::class::OCR_FAILED
+        )),
+    }
+}
+
+/// Pages of one document read at once: `setting` (0: one per core), within the pool's
+/// workers.
+pub fn parallel_pages(setting: usize, pool: &WorkerPool) -> usize {
+    let wanted = if setting == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        setting
+    };
+    match pool.max_workers() {
+        0 => wanted,
+        workers => wanted.min(workers),
+    }
 }

@@ -72,6 +72,91 @@ pub struct Extracted {
     /// CPU time the worker spent on the document, every thread, seconds.
     #[serde(default)]
     pub cpu_seconds: Option<f64>,
+    /// Where the worker's OCR runs and why (`cpu (--ocr-device auto: …)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl Extracted {
+    /// Adds the pages `other` read, its CPU time and its memory (the larger peak).
+    pub fn absorb(&mut self, other: Extracted) {
+        self.memory = match (self.memory, other.memory) {
+            (Some(a), Some(b)) if a.peak_rss_bytes >= b.peak_rss_bytes => Some(a),
+            (a, b) => b.or(a),
+        };
+        self.cpu_seconds = match (self.cpu_seconds, other.cpu_seconds) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.ocr_pixels += other.ocr_pixels;
+        self.pages.extend(other.pages);
+        self.device = self.device.take().or(other.device);
+    }
+}
+
+/// What the stage asks a page-reading worker: a header line, then the document's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Every page, one after the other: answered with [`Extracted`].
+    Document,
+    /// What each page needs: answered with [`Planned`] (the pages without OCR done).
+    Plan,
+    /// One page (1-based) read by OCR: answered with [`Extracted`] holding that page.
+    Page(u32),
+}
+
+/// How a request's header line starts.
+const REQUEST_HEADER: &str = "docflow-read ";
+
+impl Request {
+    /// The job for this request on `bytes`.
+    pub fn encode(self, bytes: &[u8]) -> Vec<u8> {
+        let header = match self {
+            Request::Document => format!("{REQUEST_HEADER}document\n"),
+            Request::Plan => format!("{REQUEST_HEADER}plan\n"),
+            Request::Page(n) => format!("{REQUEST_HEADER}page {n}\n"),
+        };
+        let mut job = Vec::with_capacity(header.len() + bytes.len());
+        job.extend_from_slice(header.as_bytes());
+        job.extend_from_slice(bytes);
+        job
+    }
+
+    /// The request and the document's bytes in `job`; bytes without a header are a
+    /// [`Request::Document`].
+    pub fn decode(job: &[u8]) -> Result<(Request, &[u8]), PageError> {
+        let Some(rest) = job.strip_prefix(REQUEST_HEADER.as_bytes()) else {
+            return Ok((Request::Document, job));
+        };
+        let end = rest
+            .iter()
+            .take(32)
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| PageError::Request("no end to the request line".into()))?;
+        let (line, bytes) = (&rest[..end], &rest[end + 1..]);
+        let line = std::str::from_utf8(line).unwrap_or("");
+        let request = match line.split_once(' ') {
+            None if line == "document" => Request::Document,
+            None if line == "plan" => Request::Plan,
+            Some(("page", n)) => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => Request::Page(n),
+                _ => return Err(PageError::Request(format!("bad page number {n:?}"))),
+            },
+            _ => return Err(PageError::Request(format!("unknown request {line:?}"))),
+        };
+        Ok((request, bytes))
+    }
+}
+
+/// What a worker answers a [`Request::Plan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Planned {
+    /// The pages read without OCR (their text layer, or blank), in order.
+    pub pages: Vec<Page>,
+    /// The pages left to OCR, 1-based, in order.
+    pub ocr: Vec<u32>,
+    /// Pixels those pages take rasterised or decoded.
+    pub ocr_pixels: u64,
 }
 
 /// Limits of one document, checked before the expensive work.
@@ -110,13 +195,17 @@ pub enum PageError {
     /// OCR failed on this document.
     #[error("ocr: {0}")]
     Ocr(String),
+    /// The stage sent a request this worker does not understand (a stage and worker of
+    /// different versions).
+    #[error("bad request: {0}")]
+    Request(String),
 }
 
 impl PageError {
     /// The DLQ error class.
     pub fn class(&self) -> &'static str {
         match self {
-            PageError::Setup(_) => crate::stage::class::SETUP,
+            PageError::Setup(_) | PageError::Request(_) => crate::stage::class::SETUP,
             PageError::Unsupported => crate::stage::class::UNSUPPORTED_TYPE,
             PageError::Pdf(_) | PageError::Image(_) => crate::stage::class::UNREADABLE,
             PageError::OverLimits(_) => crate::stage::class::OVER_LIMITS,
@@ -228,13 +317,97 @@ impl Extractor {
         })
     }
 
-    /// The pages of `bytes` (type sniffed from the bytes).
+    /// The pages of `bytes` (type sniffed from the bytes), one after the other.
     pub fn extract(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
-        if bytes.starts_with(b"%PDF-") {
-            self.pdf(bytes)
-        } else {
-            self.image(bytes)
+        let planned = self.plan(bytes)?;
+        let mut pages = planned.pages;
+        for number in planned.ocr {
+            pages.push(self.page(bytes, number)?);
         }
+        pages.sort_by_key(|p| p.page);
+        Ok(Extracted {
+            pages,
+            ocr_pixels: planned.ocr_pixels,
+            memory: None,
+            cpu_seconds: None,
+            device: None,
+        })
+    }
+
+    /// What each page of `bytes` needs, the limits checked; the pages that need no OCR
+    /// (a text layer, nothing drawn) are read here.
+    pub fn plan(&mut self, bytes: &[u8]) -> Result<Planned, PageError> {
+        if !bytes.starts_with(b"%PDF-") {
+            let pixels = self.image_pixels(bytes)?;
+            return Ok(Planned {
+                pages: Vec::new(),
+                ocr: vec![1],
+                ocr_pixels: pixels,
+            });
+        }
+        let doc = self.open_pdf(bytes)?;
+        let pages = doc.pages();
+        let mut planned = Planned {
+            pages: Vec::new(),
+            ocr: Vec::new(),
+            ocr_pixels: 0,
+        };
+        for (i, page) in pages.iter().enumerate() {
+            let number = i as u32 + 1;
+            match self.plan_page(&page) {
+                Plan::Text(text) => {
+                    planned
+                        .pages
+                        .push(Page::without_ocr(number, "text_layer", text.trim()))
+                }
+                // Nothing on it: blank whatever a render would say, at no render's cost.
+                Plan::Blank => planned.pages.push(Page::without_ocr(number, "ocr", "")),
+                Plan::Raster(w, h) => {
+                    planned.ocr_pixels += u64::from(w.unsigned_abs()) * u64::from(h.unsigned_abs());
+                    if planned.ocr_pixels > self.limits.max_total_pixels {
+                        return Err(PageError::OverLimits(format!(
+                            "rasterising the pages without text (to page {number}) takes over {} pixels",
+                            self.limits.max_total_pixels
+                        )));
+                    }
+                    planned.ocr.push(number);
+                }
+            }
+        }
+        Ok(planned)
+    }
+
+    /// Page `number` (1-based) of `bytes` read by OCR: a PDF page rasterised, or the image.
+    pub fn page(&mut self, bytes: &[u8], number: u32) -> Result<Page, PageError> {
+        if !bytes.starts_with(b"%PDF-") {
+            if number != 1 {
+                return Err(PageError::Request(format!("an image has no page {number}")));
+            }
+            self.image_pixels(bytes)?;
+            let image = media::decode_image(bytes)?.to_rgb8();
+            return self.ocr_page(1, &image);
+        }
+        let pdf = |e: pdfium_render::prelude::PdfiumError| PageError::Pdf(e.to_string());
+        let doc = self.open_pdf(bytes)?;
+        let count = u32::try_from(doc.pages().len()).unwrap_or(0);
+        let index = number
+            .checked_sub(1)
+            .filter(|&i| i < count)
+            .and_then(|i| i32::try_from(i).ok())
+            .ok_or_else(|| PageError::Request(format!("no page {number}")))?;
+        let page = doc.pages().get(index).map_err(pdf)?;
+        let (w, h) = self.raster_size(page.width().value, page.height().value);
+        let config = PdfRenderConfig::new()
+            .set_target_width(w)
+            .set_maximum_height(h);
+        let image: DynamicImage = page
+            .render_with_config(&config)
+            .map_err(pdf)?
+            .as_image()
+            .map_err(pdf)?;
+        drop(page);
+        drop(doc);
+        self.ocr_page(number, &image.to_rgb8())
     }
 
     fn ocr_page(&mut self, page: u32, image: &RgbImage) -> Result<Page, PageError> {
@@ -250,41 +423,33 @@ impl Extractor {
         })
     }
 
-    fn image(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
-        // The header first: a bomb is refused before it is decoded.
+    /// The pixels of the image `bytes`, from its header: a bomb is refused before it is
+    /// decoded.
+    fn image_pixels(&self, bytes: &[u8]) -> Result<u64, PageError> {
         let (_, w, h) = media::image_header(bytes)?;
         let pixels = u64::from(w) * u64::from(h);
-        if pixels
-            > self
-                .limits
-                .max_page_pixels
-                .min(self.limits.max_total_pixels)
-        {
+        let limit = self
+            .limits
+            .max_page_pixels
+            .min(self.limits.max_total_pixels);
+        if pixels > limit {
             return Err(PageError::OverLimits(format!(
-                "image of {w} x {h} = {pixels} pixels is over the limit of {} pixels a page",
-                self.limits
-                    .max_page_pixels
-                    .min(self.limits.max_total_pixels)
+                "image of {w} x {h} = {pixels} pixels is over the limit of {limit} pixels a page"
             )));
         }
-        let image = media::decode_image(bytes)?.to_rgb8();
-        let page = self.ocr_page(1, &image)?;
-        Ok(Extracted {
-            pages: vec![page],
-            ocr_pixels: pixels,
-            memory: None,
-            cpu_seconds: None,
-        })
+        Ok(pixels)
     }
 
-    fn pdf(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
-        let pdf = |e: pdfium_render::prelude::PdfiumError| PageError::Pdf(e.to_string());
+    /// The PDF `bytes`, its page count within the limits.
+    fn open_pdf<'a>(
+        &self,
+        bytes: &'a [u8],
+    ) -> Result<pdfium_render::prelude::PdfDocument<'a>, PageError> {
         let doc = self
             .pdfium
             .load_pdf_from_byte_slice(bytes, None)
-            .map_err(pdf)?;
-        let pages = doc.pages();
-        let count = u32::try_from(pages.len()).unwrap_or(0);
+            .map_err(|e| PageError::Pdf(e.to_string()))?;
+        let count = u32::try_from(doc.pages().len()).unwrap_or(0);
         if count == 0 {
             return Err(PageError::Pdf("the document has no pages".into()));
         }
@@ -294,66 +459,20 @@ impl Extractor {
                 self.limits.max_pages
             )));
         }
-        // Pass 1 (cheap): the text layers, the pages with nothing to draw, and the raster
-        // size of every other page.
-        let mut plan: Vec<Plan> = Vec::with_capacity(count as usize);
-        let mut total: u64 = 0;
-        for (i, page) in pages.iter().enumerate() {
-            if page.objects().is_empty() && page.annotations().is_empty() {
-                // Nothing on it: blank whatever a render would say, at no render's cost.
-                plan.push(Plan::Blank);
-                continue;
-            }
-            let text = page.text().map(|t| t.all()).unwrap_or_default();
-            if is_real_text(&text) {
-                plan.push(Plan::Text(text));
-                continue;
-            }
-            let (wp, hp) = (page.width().value, page.height().value);
-            let (w, h) = self.raster_size(wp, hp);
-            total += u64::from(w.unsigned_abs()) * u64::from(h.unsigned_abs());
-            if total > self.limits.max_total_pixels {
-                return Err(PageError::OverLimits(format!(
-                    "rasterising the pages without text (to page {}) takes over {} pixels",
-                    i + 1,
-                    self.limits.max_total_pixels
-                )));
-            }
-            plan.push(Plan::Raster(w, h));
+        Ok(doc)
+    }
+
+    /// What `page` needs (cheap: no render).
+    fn plan_page(&self, page: &pdfium_render::prelude::PdfPage<'_>) -> Plan {
+        if page.objects().is_empty() && page.annotations().is_empty() {
+            return Plan::Blank;
         }
-        // Pass 2: OCR where needed.
-        let mut out = Vec::with_capacity(plan.len());
-        for (i, step) in plan.into_iter().enumerate() {
-            let number = i as u32 + 1;
-            let (w, h) = match step {
-                Plan::Raster(w, h) => (w, h),
-                Plan::Text(text) => {
-                    out.push(Page::without_ocr(number, "text_layer", text.trim()));
-                    continue;
-                }
-                Plan::Blank => {
-                    out.push(Page::without_ocr(number, "ocr", ""));
-                    continue;
-                }
-            };
-            #[allow(clippy::cast_possible_truncation)]
-            let page = pages.get(i as _).map_err(pdf)?;
-            let config = PdfRenderConfig::new()
-                .set_target_width(w)
-                .set_maximum_height(h);
-            let image: DynamicImage = page
-                .render_with_config(&config)
-                .map_err(pdf)?
-                .as_image()
-                .map_err(pdf)?;
-            out.push(self.ocr_page(number, &image.to_rgb8())?);
+        let text = page.text().map(|t| t.all()).unwrap_or_default();
+        if is_real_text(&text) {
+            return Plan::Text(text);
         }
-        Ok(Extracted {
-            pages: out,
-            ocr_pixels: total,
-            memory: None,
-            cpu_seconds: None,
-        })
+        let (w, h) = self.raster_size(page.width().value, page.height().value);
+        Plan::Raster(w, h)
     }
 
     /// Pixels of a page `wp` x `hp` points rasterised at `dpi`, within `max_side` and
@@ -402,6 +521,33 @@ mod tests {
         assert_eq!(join_lines(&lines), "Total: 42 EUR\nThanks");
         assert!((confidence(&lines).unwrap() - 0.9).abs() < 1e-6);
         assert_eq!(confidence(&[]), None);
+    }
+
+    #[test]
+    fn requests_round_trip_and_bare_bytes_are_a_document() {
+        for request in [
+            Request::Document,
+            Request::Plan,
+            Request::Page(1),
+            Request::Page(500),
+        ] {
+            let job = request.encode(b"%PDF-1.7 rest");
+            let (got, bytes) = Request::decode(&job).unwrap();
+            assert_eq!((got, bytes), (request, &b"%PDF-1.7 rest"[..]));
+        }
+        assert_eq!(
+            Request::decode(b"\x89PNG").unwrap(),
+            (Request::Document, &b"\x89PNG"[..])
+        );
+        for bad in [
+            &b"docflow-read page 0\n%PDF"[..],
+            b"docflow-read page -1\n",
+            b"docflow-read pages\n",
+            b"docflow-read plan",
+        ] {
+            let err = Request::decode(bad).unwrap_err();
+            assert_eq!(err.class(), "setup", "{err}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, T
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde_json::json;
 
-use crate::pages::Extracted;
+use crate::pages::{Extracted, Page};
 
 /// Version of this stage's logic. Bump it when the output changes (a new OCR or embedding
 /// model, a chunking fix): replayed documents then get new rows instead of being skipped.
@@ -43,6 +43,10 @@ pub struct Settings {
     pub chunk_overlap: usize,
     /// Sentences in a summary.
     pub summary_sentences: usize,
+    /// Pages of one document read at once (each in its own worker).
+    pub parallel_pages: usize,
+    /// Most chunks of one document (`over_limits` past it).
+    pub max_chunks: usize,
 }
 
 /// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
@@ -52,6 +56,7 @@ struct Metrics {
     embed: HistogramVec,
     pages: IntCounterVec,
     dropped_boxes: IntCounter,
+    resumed_pages: IntCounter,
     worker_peak: prometheus::Histogram,
 }
 
@@ -100,12 +105,19 @@ impl Metrics {
             .buckets((0..8).map(|i| f64::from(64u32 << i) * 1048576.0).collect()),
         )?;
         registry.register(Box::new(dropped_boxes.clone()))?;
+        let resumed_pages = IntCounter::new(
+            "docflow_ocr_resumed_pages_total",
+            "OCR pages an earlier, interrupted delivery of their document had read and kept, \
+             taken from the result store instead of read again",
+        )?;
+        registry.register(Box::new(resumed_pages.clone()))?;
         registry.register(Box::new(worker_peak.clone()))?;
         Ok(Metrics {
             read,
             embed,
             pages,
             dropped_boxes,
+            resumed_pages,
             worker_peak,
         })
     }
@@ -136,9 +148,10 @@ impl OcrEmbeddings {
         })
     }
 
-    async fn read(&self, doc: &Document) -> Result<Extracted, HandlerError> {
+    /// The document's pages, and how many of them an earlier delivery had kept.
+    async fn read(&self, doc: &Document) -> Result<(Extracted, usize), HandlerError> {
         let clock = std::time::Instant::now();
-        let answer = self.pool.run(&doc.bytes).await;
+        let answer = self.read_keeping(doc).await;
         let seconds = clock.elapsed().as_secs_f64();
         let observe = |outcome: &str| {
             self.metrics
@@ -146,23 +159,25 @@ impl OcrEmbeddings {
                 .with_label_values(&[outcome])
                 .observe(seconds)
         };
-        match answer {
-            Ok(bytes) => {
+        let failure = match answer {
+            Ok((extracted, resumed)) => {
                 observe("ok");
-                let extracted: Extracted = serde_json::from_slice(&bytes).map_err(|e| {
-                    HandlerError::permanent(
-                        class::OCR_FAILED,
-                        format!("malformed answer from the worker: {e}"),
-                    )
-                })?;
                 if let Some(memory) = extracted.memory {
                     self.metrics
                         .worker_peak
                         .observe(memory.peak_rss_bytes as f64);
                 }
-                Ok(extracted)
+                return Ok((extracted, resumed));
             }
-            Err(IsolationError::Job(message)) => {
+            Err(Failed::Keep(e)) => return Err(e),
+            Err(Failed::Read(failure)) => failure,
+        };
+        let at = failure
+            .page
+            .map(|p| format!("page {p}: "))
+            .unwrap_or_default();
+        match failure.error {
+            IsolationError::Job(message) => {
                 observe("refused");
                 let (class, text) = message
                     .split_once('\n')
@@ -170,17 +185,77 @@ impl OcrEmbeddings {
                 let class = refusal_class(class);
                 if class == class::SETUP {
                     // The replica cannot read anything: retried, and visible in its logs.
-                    return Err(HandlerError::transient(class, text.to_owned()));
+                    return Err(HandlerError::transient(class, format!("{at}{text}")));
                 }
-                Err(HandlerError::permanent(class, text.to_owned()))
+                Err(HandlerError::permanent(class, format!("{at}{text}")))
             }
-            Err(e @ IsolationError::Io { .. }) => Err(HandlerError::transient(e.class(), e)),
-            Err(e) => {
+            e @ IsolationError::Io { .. } => {
+                Err(HandlerError::transient(e.class(), format!("{at}{e}")))
+            }
+            e => {
                 observe("killed");
-                tracing::warn!(document = %doc.event.document_id, class = e.class(), error = %e, "page-reading worker failed");
-                Err(HandlerError::permanent(e.class(), e))
+                tracing::warn!(document = %doc.event.document_id, page = failure.page, class = e.class(), error = %e, "page-reading worker failed");
+                Err(HandlerError::permanent(e.class(), format!("{at}{e}")))
             }
         }
+    }
+
+    /// The plan, then the pages to OCR that no earlier delivery kept, each kept as soon as
+    /// it is read: a long scan interrupted (SIGTERM, a rebalance, a crash) continues from
+    /// the pages not yet read.
+    async fn read_keeping(&self, doc: &Document) -> Result<(Extracted, usize), Failed> {
+        use futures::TryStreamExt;
+        let planned = crate::plan_document(&self.pool, &doc.bytes)
+            .await
+            .map_err(Failed::Read)?;
+        let kept = match &doc.progress {
+            Some(progress) if planned.ocr.len() > 1 => {
+                progress.kept().await.map_err(Failed::Keep)?
+            }
+            _ => Vec::new(),
+        };
+        let mut out = Extracted {
+            pages: planned.pages,
+            ocr_pixels: planned.ocr_pixels,
+            memory: None,
+            cpu_seconds: None,
+            device: None,
+        };
+        let mut todo = planned.ocr;
+        let mut resumed = 0;
+        for page in kept {
+            if let Some(i) = todo.iter().position(|&n| n == page.page) {
+                todo.swap_remove(i);
+                resumed += 1;
+                self.metrics.resumed_pages.inc();
+                out.pages.push(Page {
+                    page: page.page,
+                    source: page.source.as_str().to_owned(),
+                    confidence: page.confidence,
+                    text: page.text,
+                    layout: page.layout,
+                    timings: None,
+                });
+            }
+        }
+        todo.sort_unstable();
+        let keep = doc.progress.as_ref().filter(|_| todo.len() > 1);
+        let mut read = std::pin::pin!(crate::read_pages(
+            &self.pool,
+            &doc.bytes,
+            todo,
+            self.settings.parallel_pages
+        ));
+        while let Some(page) = read.try_next().await.map_err(Failed::Read)? {
+            if let Some(progress) = keep {
+                for p in &page.pages {
+                    progress.keep(&page_text(p)).await.map_err(Failed::Keep)?;
+                }
+            }
+            out.absorb(page);
+        }
+        out.pages.sort_by_key(|p| p.page);
+        Ok((out, resumed))
     }
 
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, HandlerError> {
@@ -191,6 +266,25 @@ impl OcrEmbeddings {
             }
             other => HandlerError::permanent(class::EMBEDDING, other),
         })
+    }
+}
+
+/// Why [`OcrEmbeddings::read_keeping`] stopped.
+enum Failed {
+    /// A page (or the plan) was not read.
+    Read(crate::ReadFailure),
+    /// A page read could not be kept (the database).
+    Keep(HandlerError),
+}
+
+/// A page as the result store keeps it.
+fn page_text(p: &Page) -> PageText {
+    PageText {
+        page: p.page,
+        source: TextSource::parse(&p.source).unwrap_or(TextSource::Ocr),
+        confidence: p.confidence,
+        text: p.text.clone(),
+        layout: p.layout.clone(),
     }
 }
 
@@ -221,11 +315,13 @@ impl Stage for OcrEmbeddings {
     const VERSION: i32 = STAGE_VERSION;
 
     async fn process(&self, doc: &Document) -> Result<Output, HandlerError> {
-        let extracted = self.read(doc).await?;
+        let (extracted, resumed_pages) = self.read(doc).await?;
         let clock = std::time::Instant::now();
         let mut pages = Vec::with_capacity(extracted.pages.len());
         let mut chunks: Vec<ChunkRow> = Vec::new();
         let mut truncated_pages = Vec::new();
+        let extracted_pages = extracted.pages.len();
+        let mut characters_so_far = 0usize;
         for p in extracted.pages {
             let unread = p.layout.as_ref().map_or(0, |l| l.unread_boxes);
             if unread > 0 {
@@ -247,6 +343,19 @@ impl Stage for OcrEmbeddings {
                 .batcher
                 .chunks(&p.text, self.settings.chunk_overlap)
                 .map_err(|e| HandlerError::permanent(class::EMBEDDING, e))?;
+            if chunks.len() + pieces.len() > self.settings.max_chunks {
+                return Err(HandlerError::permanent(
+                    class::OVER_LIMITS,
+                    format!(
+                        "the text is over {} chunks (--max-chunks) by page {} of {} ({} characters so far)",
+                        self.settings.max_chunks,
+                        p.page,
+                        extracted_pages,
+                        characters_so_far + p.text.len(),
+                    ),
+                ));
+            }
+            characters_so_far += p.text.len();
             chunks.extend(pieces.into_iter().map(|c| ChunkRow {
                 page: p.page,
                 start: c.start,
@@ -321,6 +430,7 @@ impl Stage for OcrEmbeddings {
             "chunks": chunks.len(),
             "summary": summary_text,
             "truncated_pages": truncated_pages,
+            "resumed_pages": resumed_pages,
         });
         Ok(Output::default()
             .summary(output)

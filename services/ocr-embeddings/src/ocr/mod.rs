@@ -54,6 +54,9 @@ pub enum OcrError {
     /// The recognition model has no dictionary.
     #[error("the recognition model has no `character` metadata")]
     NoDictionary,
+    /// `--ocr-device cuda`, and no GPU can run the models.
+    #[error("--ocr-device cuda: {0}")]
+    Device(String),
     /// A model's output has an unexpected shape.
     #[error("unexpected {model} output shape {shape:?}")]
     Shape {
@@ -84,6 +87,33 @@ pub struct OcrConfig {
     /// Whether each page's orientation (0/90/180/270 degrees) is found and the page read
     /// upright; off, pages are read as they come.
     pub orientation: bool,
+    /// Where the models run.
+    pub device: OcrDevice,
+}
+
+/// Where OCR's models run (`--ocr-device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OcrDevice {
+    /// A GPU when the onnxruntime library has the CUDA execution provider and a GPU takes
+    /// the models, else the CPU (the reason said once).
+    #[default]
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// A GPU, or an error saying why not.
+    Cuda,
+}
+
+impl OcrDevice {
+    /// `auto`, `cpu` or `cuda`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "auto" => Some(OcrDevice::Auto),
+            "cpu" => Some(OcrDevice::Cpu),
+            "cuda" => Some(OcrDevice::Cuda),
+            _ => None,
+        }
+    }
 }
 
 /// One recognised line.
@@ -105,6 +135,8 @@ pub struct Ocr {
     cls: Session,
     dictionary: Vec<String>,
     config: OcrConfig,
+    /// Where the models run (`cpu`, `cuda`) and why.
+    device: (&'static str, String),
 }
 
 impl std::fmt::Debug for Ocr {
@@ -267,7 +299,12 @@ impl Ocr {
             }
         }
         let env = environment(&config.runtime)?;
-        let session = |path: &Path| -> Result<Session, OcrError> {
+        let session = |path: &Path, cuda: bool| -> Result<Session, OcrError> {
+            let mut providers = Vec::new();
+            if cuda {
+                providers.push(ort::ep::CUDA::default().build().error_on_failure());
+            }
+            providers.push(ort::ep::CPU::default().with_arena_allocator(false).build());
             Session::builder(&env)
                 .map_err(rt)?
                 .with_optimization_level(GraphOptimizationLevel::Level3)
@@ -284,16 +321,51 @@ impl Ocr {
                 // run takes its memory from the system allocator and gives it back.
                 .with_memory_pattern(false)
                 .map_err(rt)?
-                .with_execution_providers([ort::ep::CPU::default()
-                    .with_arena_allocator(false)
-                    .build()])
+                .with_execution_providers(providers)
                 .map_err(rt)?
                 .commit_from_file(path)
                 .map_err(rt)
         };
-        let det = session(&det_path)?;
-        let rec = session(&rec_path)?;
-        let cls = session(&cls_path)?;
+        let sessions = |cuda: bool| -> Result<(Session, Session, Session), OcrError> {
+            Ok((
+                session(&det_path, cuda)?,
+                session(&rec_path, cuda)?,
+                session(&cls_path, cuda)?,
+            ))
+        };
+        let on_gpu = || -> Result<(Session, Session, Session), String> {
+            use ort::ep::ExecutionProvider as _;
+            match ort::ep::CUDA::is_available() {
+                Ok(true) => {
+                    sessions(true).map_err(|e| format!("the CUDA execution provider failed: {e}"))
+                }
+                Ok(false) => Err(format!(
+                    "{} has no CUDA execution provider (a CPU build; point --onnxruntime-lib at an onnxruntime-gpu build)",
+                    config.runtime.display()
+                )),
+                Err(e) => Err(format!("listing onnxruntime's execution providers: {e}")),
+            }
+        };
+        let ((det, rec, cls), device) = match config.device {
+            OcrDevice::Cpu => (sessions(false)?, ("cpu", "--ocr-device cpu".to_owned())),
+            OcrDevice::Cuda => (
+                on_gpu().map_err(OcrError::Device)?,
+                ("cuda", "--ocr-device cuda".to_owned()),
+            ),
+            OcrDevice::Auto => match on_gpu() {
+                Ok(s) => (
+                    s,
+                    (
+                        "cuda",
+                        "--ocr-device auto: the CUDA execution provider took the models".to_owned(),
+                    ),
+                ),
+                Err(why) => (
+                    sessions(false)?,
+                    ("cpu", format!("--ocr-device auto: {why}")),
+                ),
+            },
+        };
         let characters = rec
             .metadata()
             .map_err(rt)?
@@ -309,7 +381,18 @@ impl Ocr {
             cls,
             dictionary,
             config,
+            device,
         })
+    }
+
+    /// Where the models run: `cpu` or `cuda`.
+    pub fn device(&self) -> &'static str {
+        self.device.0
+    }
+
+    /// Why they run there (`--ocr-device auto: …` names what was missing for a GPU).
+    pub fn device_reason(&self) -> &str {
+        &self.device.1
     }
 
     /// The lines of `image`, in reading order.

@@ -64,6 +64,7 @@ fn extractor(limits: Limits) -> Extractor {
         max_side: 2000,
         min_confidence: 0.5,
         orientation: true,
+        device: docflow_ocr_embeddings::ocr::OcrDevice::Cpu,
     })
     .expect("OCR models and onnxruntime (run `make tools`)");
     Extractor::new(&pdfium_library(), ocr, limits).unwrap()
@@ -238,7 +239,10 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
         .await
         .unwrap();
     stack
-        .start_ocr_embeddings_with(|c| c.read.max_pages = 3)
+        .start_ocr_embeddings_with(|c| {
+            c.read.max_pages = 3;
+            c.max_chunks = 4;
+        })
         .await
         .unwrap();
     let base = stack.ingest_url().to_owned();
@@ -372,18 +376,66 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
     assert_eq!(dead[0].0.0, document_id(&long).as_bytes());
     assert_eq!(dead[0].1.as_deref(), Some("over_limits"));
 
+    // Over the chunk limit (4 here): refused before anything is embedded, with the figures.
+    let sentences: Vec<String> = (0..40)
+        .map(|i| format!("Sentence {i} of the quarterly report lists revenue, costs and staff."))
+        .collect();
+    let page: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    let wordy = text_pdf(&[&page, &page, &page]);
+    let (status, job) = upload(wordy.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["pipeline"], "failed", "{job}");
+    let error = job["stages"][0]["error"].as_str().unwrap();
+    assert!(error.contains("over 4 chunks (--max-chunks)"), "{job}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let dead = loop {
+        let dead = stack
+            .records_with_header(&dlq, "docflow.dlq.error.class")
+            .await
+            .unwrap();
+        if dead.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break dead;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(dead.len(), 2);
+    assert_eq!(dead[1].0.0, document_id(&wordy).as_bytes());
+    assert_eq!(dead[1].1.as_deref(), Some("over_limits"));
+
     // Every document announced once on doc.processed, by this stage.
     let processed = stack
-        .wait_records(&stack.topics.processed, 3, Duration::from_secs(30))
+        .wait_records(&stack.topics.processed, 4, Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(processed.len(), 3);
+    assert_eq!(processed.len(), 4);
     let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(5)).unwrap();
     for (_, value) in &processed {
         let ev: DocProcessed = codec.decode(value).await.unwrap();
         assert_eq!(ev.stage, OCR_EMBEDDINGS);
     }
     stack.stop().await.unwrap();
+}
+
+/// The stage as its own process (the real binary) in `stack`, the tools under `.tools`,
+/// two workers, then `extra` arguments.
+fn stage_process(stack: &docflow_embedded::Stack, extra: &[&str]) -> std::process::Child {
+    let tools = workspace_root().join(".tools");
+    std::process::Command::new(env!("CARGO_BIN_EXE_docflow-ocr-embeddings"))
+        .args(stack.stage_flags(OCR_EMBEDDINGS))
+        .arg("--pdfium-lib")
+        .arg(pdfium_library())
+        .arg("--ocr-models")
+        .arg(tools.join("models/ppocr"))
+        .arg("--onnxruntime-lib")
+        .arg(tools.join("lib/libonnxruntime.so"))
+        .arg("--embed-model-dir")
+        .arg(tools.join("models/minilm"))
+        .args(["--workers", "2", "--session-timeout", "6s"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// `kill -9` of the stage process (the real binary, its page-reading workers with it) in the
@@ -433,31 +485,7 @@ async fn kill_9_mid_stream_leaves_one_result_per_document() {
         }
         n
     };
-    let tools = workspace_root().join(".tools");
-    let spawn = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_docflow-ocr-embeddings"))
-            .args(stack.stage_flags(OCR_EMBEDDINGS))
-            .arg("--pdfium-lib")
-            .arg(pdfium_library())
-            .arg("--ocr-models")
-            .arg(tools.join("models/ppocr"))
-            .arg("--onnxruntime-lib")
-            .arg(tools.join("lib/libonnxruntime.so"))
-            .arg("--embed-model-dir")
-            .arg(tools.join("models/minilm"))
-            .args([
-                "--workers",
-                "2",
-                "--session-timeout",
-                "6s",
-                "--ocr-threads",
-                "1",
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = || stage_process(&stack, &[]);
     let mut child = spawn();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
@@ -512,6 +540,112 @@ async fn kill_9_mid_stream_leaves_one_result_per_document() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    stack.stop().await.unwrap();
+}
+
+/// SIGTERM in the middle of a long scan (a rolling deploy, a KEDA scale-in) is not a crash,
+/// and does not throw away the pages read: each OCR page is kept as it is read, the stage
+/// exits 0 once its grace period is over, and the next life reads only the pages not yet
+/// kept. Three SIGTERMs with `--max-crash-deliveries 1` (one counted death would
+/// dead-letter the document on its next delivery): the document finishes once, every page
+/// read, the pages kept before taken as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_scan_keeps_the_pages_read_and_the_document_finishes_once() {
+    use docflow_store::{ResultStore, StageStatus, TextKey, TextStore};
+    const PAGES: usize = 12;
+    let stack = docflow_embedded::Stack::builder()
+        .partitions(1)
+        .token(ALICE, "alice")
+        .ingest_with(|c| c.stages = vec![OCR_EMBEDDINGS.to_owned()])
+        .start()
+        .await
+        .unwrap();
+    let letters: Vec<&[&str]> = (0..PAGES)
+        .map(|i| if i % 2 == 0 { INVOICE } else { CONTRACT })
+        .collect();
+    let scans: Vec<GrayImage> = letters.iter().map(|l| scan(l, 200.0)).collect();
+    let pdf = image_pdf(&scans.iter().collect::<Vec<_>>());
+    let id = document_id(&pdf);
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/documents", stack.ingest_url()))
+        .bearer_auth(ALICE)
+        .body(pdf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let pool = docflow_store::open(&stack.database_url, 2).await.unwrap();
+    let text = TextStore::new(pool.clone());
+    let store = ResultStore::new(pool.clone());
+    let key = TextKey {
+        tenant_id: "alice",
+        document_id: &id,
+        stage: OCR_EMBEDDINGS,
+        stage_version: 1,
+    };
+    let spawn = || {
+        stage_process(
+            &stack,
+            &["--shutdown-grace", "1s", "--max-crash-deliveries", "1"],
+        )
+    };
+    let mut kept = 0;
+    for life in 0..3 {
+        let mut child = spawn();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+        while text.pages_of(key).await.unwrap().len() <= kept {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "life {life}: no page kept beyond {kept}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let term = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        let status = child.wait().unwrap();
+        assert!(status.success(), "life {life}: exit {status} after SIGTERM");
+        let now = text.pages_of(key).await.unwrap().len();
+        assert!(
+            now < PAGES,
+            "life {life}: the document was read before the SIGTERM; make it longer"
+        );
+        assert!(now > kept);
+        kept = now;
+    }
+    let mut child = spawn();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    let run = loop {
+        if let Some(run) = store.get("alice", &id, OCR_EMBEDDINGS, 1).await.unwrap() {
+            break run;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never finished");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(run.status, StageStatus::Done, "{:?}", run.error);
+    let output: Value = serde_json::from_str(run.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output["pages"], PAGES, "{output}");
+    assert_eq!(output["resumed_pages"], kept, "{output}");
+    let pages = text.pages("alice", &id, OCR_EMBEDDINGS).await.unwrap();
+    assert_eq!(pages.len(), PAGES);
+    for (page, letter) in pages.iter().zip(&letters) {
+        assert!(
+            cer(&page.text, &letter.join("\n")) < 0.05,
+            "page {}: {:?}",
+            page.page,
+            page.text
+        );
+    }
+    let dlq = topics::dead_letter(&stack.topics.uploaded, &stack.group(OCR_EMBEDDINGS));
+    let dead = stack
+        .records_with_header(&dlq, "docflow.dlq.error.class")
+        .await
+        .unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
     stack.stop().await.unwrap();
 }
 
@@ -712,4 +846,104 @@ async fn a_text_layer_of_millions_of_characters_is_read_within_the_worker_limits
     let answer = pool.run(&text_pdf(&[INVOICE])).await.unwrap();
     let x: Extracted = serde_json::from_slice(&answer).unwrap();
     assert!(x.pages[0].text.contains("ACME"));
+}
+
+/// A scan is read as the stage reads it: the plan (limits, text layers, blank pages) in
+/// one job, then each page to OCR a job of its own across the stage's workers. The pages
+/// come back in order, and each page gets the worker's whole CPU budget: a document that
+/// needs more CPU in all than one budget (which, read as one job, it dies of) finishes.
+#[tokio::test]
+async fn a_scan_is_read_page_by_page_across_workers_each_page_on_its_own_budget() {
+    let letters = [INVOICE, CONTRACT, INVOICE, CONTRACT, INVOICE, CONTRACT];
+    let scans: Vec<GrayImage> = letters.iter().map(|l| scan(l, 200.0)).collect();
+    let pdf = image_pdf(&scans.iter().collect::<Vec<_>>());
+    let tools = workspace_root().join(".tools");
+    let mut config = docflow_ocr_embeddings::Config::with_tools(&tools).unwrap();
+    config.read.dpi = 150.0;
+    let pool_with = |cpu: Duration| {
+        let isolation = docflow_stage::isolate::IsolationArgs {
+            worker_exe: Some(env!("CARGO_BIN_EXE_docflow-ocr-embeddings").into()),
+            worker_cpu: cpu,
+            ..config.isolation.clone()
+        }
+        .for_workers(2);
+        docflow_ocr_embeddings::read_pool(&config.pdfium_lib, &config.read, isolation).unwrap()
+    };
+    // What one page costs here, then a budget of three pages: less than the six need
+    // together, more than any one of them.
+    let page = pool_with(Duration::from_secs(600))
+        .run(&docflow_ocr_embeddings::pages::Request::Page(1).encode(&pdf))
+        .await
+        .unwrap();
+    let page: Extracted = serde_json::from_slice(&page).unwrap();
+    let budget = (3.0 * page.cpu_seconds.unwrap()).ceil().max(1.0);
+    let pool = pool_with(Duration::from_secs_f64(budget));
+    let read = docflow_ocr_embeddings::read_document(&pool, &pdf, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.pages.iter().map(|p| p.page).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    for (page, letter) in read.pages.iter().zip(letters) {
+        assert_eq!(page.source, "ocr");
+        let want = letter.join("\n");
+        assert!(cer(&page.text, &want) < 0.05, "{:?}", page.text);
+    }
+    let cpu = read.cpu_seconds.unwrap();
+    assert!(
+        cpu > budget,
+        "the pages took {cpu} CPU-s in all, the budget of a page is {budget}"
+    );
+    // The same document as one job runs out of its budget.
+    let whole = pool
+        .run(&docflow_ocr_embeddings::pages::Request::Document.encode(&pdf))
+        .await
+        .unwrap_err();
+    assert_eq!(whole.class(), "timeout", "{whole}");
+    // A text layer needs no page job; a page the document does not have is a request the
+    // worker refuses as the stage's mistake (`setup`), not the document's.
+    let text = docflow_ocr_embeddings::read_document(&pool, &text_pdf(&[INVOICE]), 2)
+        .await
+        .unwrap();
+    assert_eq!(text.pages[0].source, "text_layer");
+    let e = pool
+        .run(&docflow_ocr_embeddings::pages::Request::Page(7).encode(&pdf))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("setup\nbad request: no page 7"),
+        "{e:?}"
+    );
+}
+
+/// The onnxruntime here is the CPU build: `--ocr-device auto` reads on the CPU and says why
+/// not on a GPU; `cuda` refuses to start, with the same reason.
+#[test]
+fn the_ocr_device_falls_back_to_the_cpu_saying_why_or_refuses() {
+    use docflow_ocr_embeddings::ocr::OcrDevice;
+    let tools = workspace_root().join(".tools");
+    let config = |device| OcrConfig {
+        models: tools.join("models/ppocr"),
+        runtime: tools.join("lib/libonnxruntime.so"),
+        threads: 1,
+        max_side: 2000,
+        min_confidence: 0.5,
+        orientation: true,
+        device,
+    };
+    let auto = Ocr::load(config(OcrDevice::Auto)).unwrap();
+    assert_eq!(auto.device(), "cpu");
+    assert!(
+        auto.device_reason().starts_with("--ocr-device auto: ")
+            && auto.device_reason().contains("no CUDA execution provider"),
+        "{}",
+        auto.device_reason()
+    );
+    let e = Ocr::load(config(OcrDevice::Cuda)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("--ocr-device cuda: ") && e.contains("no CUDA execution provider"),
+        "{e}"
+    );
+    assert_eq!(Ocr::load(config(OcrDevice::Cpu)).unwrap().device(), "cpu");
 }
