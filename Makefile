@@ -52,6 +52,7 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-embed-bench -- --out bench/results/ocr-embed.md \
 		--real-pdfs .tools/bench-pdfs --pages-out .run/ocr-pages $(if $(ST_PYTHON),--st-python $(ST_PYTHON))
 	$(if $(ST_PYTHON),$(ST_PYTHON) bench/reference/rapidocr_bench.py .run/ocr-pages bench/results/ocr-reference.md 10)
+	$(CARGO) run --release --quiet -p docflow-bench --bin embed-bench -- fairness --out bench/results/fairness.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --out bench/results/ocr-pages.md \
 		--csv .run/ocr-pages.csv $(if $(RAPIDOCR_PYTHON),--rapidocr-python $(RAPIDOCR_PYTHON))
 

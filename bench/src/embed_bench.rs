@@ -8,6 +8,10 @@
 //!   of generated prose) queued and batched by the stage's rule (take in order while
 //!   longest × count ≤ budget), each batch timed; chunks/s and p50/p99 batch latency per
 //!   budget. `--texts-out` writes the chunks for the sentence-transformers comparison.
+//! - `embed-bench fairness --out bench/results/fairness.md`: one-page documents' latency
+//!   through the stage's batcher alone, while a document of 1,760 chunks is embedded, and
+//!   while a heavy tenant keeps four large documents in flight (goal: p99 within 2× of
+//!   alone plus one batch time).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -66,6 +70,178 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Small documents' latency through the batcher while large ones are embedded.
+    Fairness {
+        #[arg(long, default_value = ".tools/models/minilm")]
+        model_dir: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Chunks of the large document.
+        #[arg(long, default_value_t = 1760)]
+        large_chunks: usize,
+        /// Small documents per case.
+        #[arg(long, default_value_t = 30)]
+        small: usize,
+        /// Markdown report.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The chunks of `words` words of prose, cut as the stage cuts pages.
+fn chunk_texts(embedder: &Embedder, words: usize) -> anyhow::Result<Vec<String>> {
+    Ok(embedder
+        .chunks(&prose(words), 32)?
+        .into_iter()
+        .map(|c| c.text)
+        .collect())
+}
+
+/// Latencies (ms) of `small` one-page documents, each sent `gap` after the last one's answer,
+/// through `batcher`, while
+/// `load` (large documents, each resent as soon as it is done while `small` run) keeps it
+/// busy.
+async fn small_latencies(
+    batcher: &docflow_embed::Batcher,
+    page: &[String],
+    small: usize,
+    gap: std::time::Duration,
+    load: &[Vec<String>],
+) -> anyhow::Result<Vec<f64>> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut heavy = Vec::new();
+    for doc in load {
+        let (b, doc, stop) = (batcher.clone(), doc.clone(), stop.clone());
+        heavy.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                b.embed(doc.clone()).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    if !load.is_empty() {
+        // The large documents are in the batcher first.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    // One after the other (a user uploading pages), so the small documents never queue
+    // behind each other: what they wait for is the load alone.
+    let mut out = Vec::new();
+    for _ in 0..small {
+        let t = Instant::now();
+        batcher.embed(page.to_vec()).await?;
+        out.push(t.elapsed().as_secs_f64() * 1000.0);
+        tokio::time::sleep(gap).await;
+    }
+    // The load's documents still in the batcher are abandoned (the batcher drops a request
+    // nobody waits for), so the next case starts on an idle model.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in heavy {
+        h.abort();
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    Ok(out)
+}
+
+fn fairness(
+    model_dir: &std::path::Path,
+    device: &str,
+    large_chunks: usize,
+    small: usize,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let embedder = Embedder::load(model_dir, device)?;
+    let budget = if embedder.device().starts_with("cuda") {
+        docflow_embed::GPU_BATCH_TOKENS
+    } else {
+        docflow_embed::CPU_BATCH_TOKENS
+    };
+    let device_name = embedder.device().to_owned();
+    // A one-page document (~300 words) and a large one of `large_chunks` chunks.
+    let page = chunk_texts(&embedder, 300)?;
+    let mut words = 2_000usize;
+    let mut large = chunk_texts(&embedder, words)?;
+    while large.len() < large_chunks {
+        words *= 2;
+        large = chunk_texts(&embedder, words)?;
+    }
+    large.truncate(large_chunks);
+    let medium: Vec<String> = large.iter().take(large_chunks / 8).cloned().collect();
+    // One full batch of the large document's chunks, timed alone.
+    let mut batch: Vec<&str> = Vec::new();
+    let mut longest = 0;
+    for t in &large {
+        let n = embedder.token_count(t)?;
+        if !batch.is_empty() && longest.max(n) * (batch.len() + 1) > budget {
+            break;
+        }
+        longest = longest.max(n);
+        batch.push(t);
+    }
+    embedder.embed(&batch)?;
+    let t = Instant::now();
+    embedder.embed(&batch)?;
+    let batch_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let batched = batch.len();
+    let batcher = docflow_embed::Batcher::start(embedder, budget)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let gap = std::time::Duration::from_millis(50);
+    let rows = runtime.block_on(async {
+        let alone = small_latencies(&batcher, &page, small, gap, &[]).await?;
+        let behind_large =
+            small_latencies(&batcher, &page, small, gap, std::slice::from_ref(&large)).await?;
+        let heavy_tenant = vec![
+            medium.clone(),
+            medium.clone(),
+            medium.clone(),
+            medium.clone(),
+        ];
+        let beside_tenant = small_latencies(&batcher, &page, small, gap, &heavy_tenant).await?;
+        anyhow::Ok(vec![
+            ("alone".to_owned(), alone),
+            (
+                format!("while a document of {} chunks is embedded", large.len()),
+                behind_large,
+            ),
+            (
+                format!(
+                    "while another tenant keeps 4 documents of {} chunks in flight",
+                    medium.len()
+                ),
+                beside_tenant,
+            ),
+        ])
+    })?;
+    let (_, alone_p99, _) = percentiles(rows[0].1.clone());
+    let goal = 2.0 * alone_p99 + batch_ms;
+    let mut md = report_head(
+        "Fairness: small documents' embedding latency beside large ones",
+        "embed-bench",
+        &format!(
+            "device {device_name}; the stage's batcher (budget {budget} padded tokens; a full batch of {batched} chunks takes {batch_ms:.0} ms alone); one-page documents of {} chunks, each sent {} ms after the last one's answer",
+            page.len(),
+            gap.as_millis()
+        ),
+    );
+    writeln!(
+        md,
+        "Goal: a small document's p99 within 2× its p99 alone plus one batch time = **{goal:.0} ms**.\n\n| small documents ({small}) | p50 | p99 | max | within the goal |\n|---|---|---|---|---|"
+    )?;
+    for (case, latencies) in rows {
+        let (p50, p99, max) = percentiles(latencies);
+        println!("fairness: {case}: p50 {p50:.0} ms p99 {p99:.0} ms max {max:.0} ms");
+        writeln!(
+            md,
+            "| {case} | {p50:.0} ms | {p99:.0} ms | {max:.0} ms | {} |",
+            if p99 <= goal { "yes" } else { "no" }
+        )?;
+    }
+    if let Some(out) = out {
+        write_report(out, &md)?;
+    }
+    Ok(())
 }
 
 /// Generated prose: the page text the chunks are cut from (deterministic).
@@ -291,5 +467,12 @@ fn main() -> anyhow::Result<()> {
             texts_out.as_deref(),
             out.as_deref(),
         ),
+        Command::Fairness {
+            model_dir,
+            device,
+            large_chunks,
+            small,
+            out,
+        } => fairness(&model_dir, &device, large_chunks, small, out.as_deref()),
     }
 }

@@ -188,6 +188,13 @@ fn serve(embedder: &Embedder, rx: &mpsc::Receiver<Request>, max_batch_tokens: us
         while let Ok(req) = rx.try_recv() {
             admit(req, &mut lanes, &mut pending);
         }
+        // A request nobody waits for any more (its handler stopped: a shutdown, a revoke)
+        // costs the model nothing further.
+        pending.retain(|_, p| p.reply.as_ref().is_some_and(|r| !r.is_closed()));
+        lanes.retain(|l| pending.contains_key(&l.request));
+        if lanes.is_empty() {
+            continue;
+        }
         let batch = fill(&mut lanes, max_batch_tokens);
         let texts: Vec<&str> = batch.iter().map(|i| i.text.as_str()).collect();
         match embedder.embed(&texts) {
