@@ -23,16 +23,29 @@ pub struct ConsumerArgs {
     )]
     pub max_attempts: u32,
 
-    /// Deliveries of one record that may end with the process dying (no outcome recorded)
-    /// before the next delivery dead-letters it without running the handler (class
-    /// `crash_loop`); 0 turns crash counting off. Needs a delivery ledger (the stages use
-    /// the result store).
+    /// Deaths of the process, of its own fault, while one record ran alone (a suspect: it
+    /// was in hand when a process died) before the next delivery dead-letters it without
+    /// running the handler (class `crash_loop`); twice as many deaths alone that nobody
+    /// saw (without `--supervise`, a container OOM kill) do the same. 0 turns crash
+    /// counting off. Needs a delivery ledger (the stages use the result store).
     #[arg(
         long = "max-crash-deliveries",
         env = "DOCFLOW_MAX_CRASH_DELIVERIES",
         default_value_t = 3
     )]
     pub max_crash_deliveries: u32,
+
+    /// Run the replica under a supervisor process that sees how it dies (a signal, a
+    /// panic) and starts it again, so that only the record's own deaths count towards
+    /// `--max-crash-deliveries`; `false`: one process, whose deaths nobody sees (crash
+    /// counting then needs twice as many deaths alone).
+    #[arg(
+        long = "supervise",
+        env = "DOCFLOW_SUPERVISE",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub supervise: bool,
 
     /// First retry delay; doubles per attempt, with jitter.
     #[arg(
@@ -190,6 +203,7 @@ impl Default for ConsumerArgs {
             buffer: 4,
             max_attempts: 5,
             max_crash_deliveries: 3,
+            supervise: true,
             retry_backoff: Duration::from_millis(200),
             retry_backoff_max: Duration::from_secs(30),
             per_key_ordering: false,

@@ -17,6 +17,7 @@ pub mod producer;
 pub mod retry;
 pub mod shutdown;
 pub mod status;
+pub mod supervise;
 pub mod trace;
 
 pub use consumer::{ConsumerSpec, run, run_service};

@@ -43,6 +43,7 @@ pub struct ConsumerMetrics {
     pub(crate) lag_records: IntGaugeVec,
     pub(crate) lag_seconds: GaugeVec,
     pub(crate) messages: IntCounterVec,
+    pub(crate) suspects: IntCounterVec,
     pub(crate) handler_duration: HistogramVec,
     pub(crate) in_flight: IntGaugeVec,
     pub(crate) paused_partitions: IntGaugeVec,
@@ -96,6 +97,16 @@ impl ConsumerMetrics {
                         "Records by outcome: ok, retried, dead_lettered, abandoned",
                     ),
                     &["group", "outcome"],
+                ),
+            )?,
+            suspects: reg(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "docflow_consumer_suspect_runs_total",
+                        "Records run alone because a process died with them in hand",
+                    ),
+                    &["group"],
                 ),
             )?,
             handler_duration: reg(

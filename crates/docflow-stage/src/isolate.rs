@@ -40,9 +40,6 @@ const STDERR_TAIL: usize = 4096;
 /// The environment variable a pool's workers find their stage's process id in.
 pub const PARENT_ENV: &str = "DOCFLOW_WORKER_PARENT";
 
-/// How often a worker checks that its stage is alive.
-const PARENT_CHECK: Duration = Duration::from_millis(250);
-
 /// How a worker's panic hook starts the one line it writes to stderr: the panic's message
 /// and location follow (`… at src/file.rs:412:13`). The pool reports that line, whatever
 /// the runtime prints after it (a backtrace, `note: run with RUST_BACKTRACE=1`).
@@ -434,46 +431,28 @@ fn last_words(stderr: &str) -> &str {
         .unwrap_or("(empty)")
 }
 
-/// A thread that ends this worker when its stage (process `parent`) is gone — killed with
+/// A thread that ends this worker when its stage (process `stage`) is gone — killed with
 /// `kill -9`, out of memory — so no worker burns CPU on a document the restarted stage
-/// reads again. The worker is reparented when its parent dies, which the thread sees
-/// within [`PARENT_CHECK`] (a parent already gone at start is seen at once). Safe code
-/// in place of `PR_SET_PDEATHSIG`, which follows the thread that spawned the worker (a
-/// runtime thread may end), not the process.
+/// reads again (a stage already gone at start is seen at once). The parent watched is the
+/// one found at start: the stage, or a wrapper (`--worker-exe` pointing at a script that
+/// does not `exec`) whose own parent is the stage.
 fn watch_parent(stage: u32) -> std::io::Result<()> {
-    // The parent as found at start: the stage, or a wrapper (`--worker-exe` pointing at a
-    // script that does not `exec`) whose own parent is the stage. The stage's id tells a
-    // worker whose stage died before this ran.
-    let parent = std::os::unix::process::parent_id();
+    let said = move |was: u32, now: u32| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "docflow worker: its stage (process {stage}) is gone (parent was {was}, now \
+             {now}); exiting"
+        );
+    };
     if !std::path::Path::new(&format!("/proc/{stage}")).exists() {
-        orphaned(stage, parent, parent);
+        let parent = std::os::unix::process::parent_id();
+        said(parent, parent);
+        // No exit handlers or static destructors while the native libraries' threads may
+        // still be running: nobody is left to read an answer.
+        docflow_runtime::supervise::die();
     }
-    std::thread::Builder::new()
-        .name("parent-watch".into())
-        .spawn(move || {
-            loop {
-                let now = std::os::unix::process::parent_id();
-                if now != parent {
-                    orphaned(stage, parent, now);
-                }
-                // Spurious wake-ups only check sooner.
-                std::thread::park_timeout(PARENT_CHECK);
-            }
-        })
-        .map(drop)
-}
-
-/// Ends a worker whose stage is gone, saying so.
-fn orphaned(stage: u32, parent: u32, now: u32) -> ! {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "docflow worker: its stage (process {stage}) is gone (parent was {parent}, now \
-         {now}); exiting"
-    );
-    // No exit handlers or static destructors while the native libraries' threads may still
-    // be running: nobody is left to read an answer.
-    std::process::abort();
+    docflow_runtime::supervise::watch_parent(said)
 }
 
 /// Writes a panic's message and location as one [`PANIC_LINE`] line on stderr.

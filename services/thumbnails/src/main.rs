@@ -8,6 +8,9 @@ fn main() -> anyhow::Result<()> {
         return docflow_thumbnails::serve_render_worker(worker);
     }
     let config = docflow_thumbnails::Config::parse();
+    if let Some(code) = docflow_runtime::supervise::supervise(config.stage.consumer.supervise) {
+        std::process::exit(code);
+    }
     config.telemetry.init()?;
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -6,9 +6,14 @@ use clap::Parser;
 
 mod testbed;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let config = testbed::Config::parse();
+    if let Some(code) = docflow_runtime::supervise::supervise(config.consumer.supervise) {
+        std::process::exit(code);
+    }
     config.telemetry.init()?;
-    testbed::run(config).await
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(testbed::run(config))
 }

@@ -56,7 +56,7 @@ pub(crate) struct Config {
     #[command(flatten)]
     kafka: KafkaArgs,
     #[command(flatten)]
-    consumer: ConsumerArgs,
+    pub(crate) consumer: ConsumerArgs,
     #[command(flatten)]
     database: DatabaseArgs,
     #[command(flatten)]

@@ -147,6 +147,8 @@ struct Completion {
 struct Shared<H> {
     handler: Arc<H>,
     exec: Arc<Semaphore>,
+    /// The execution slots: a suspect takes them all.
+    workers: u32,
     producer: FutureProducer,
     group: String,
     retry: RetryPolicy,
@@ -290,6 +292,7 @@ pub async fn run<H: Handler>(
     let shared = Arc::new(Shared {
         handler,
         exec: Arc::new(Semaphore::new(workers)),
+        workers: u32::try_from(workers).unwrap_or(u32::MAX),
         producer: producer.clone(),
         group: spec.group_id.clone(),
         retry: RetryPolicy {
@@ -309,6 +312,23 @@ pub async fn run<H: Handler>(
             .map(|l| (l, args.max_crash_deliveries)),
         positions: spec.positions.clone(),
     });
+    // How the life before this one died, as the supervisor saw it: recorded before any
+    // claim, so the records it held are judged by it (see `crate::ledger`).
+    if let Some((life, cause)) = crate::supervise::previous_death() {
+        tracing::warn!(previous_life = %life, %cause, life = crate::supervise::life(), "the replica's previous life died");
+        if let Some((ledger, _)) = &shared.ledger {
+            for attempt in 1..=5 {
+                match ledger.record_death(&life, &cause).await {
+                    Ok(()) => break,
+                    Err(e) if attempt == 5 => {
+                        tracing::warn!(error = %e, "could not record the previous life's death; its deaths count as unseen");
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        }
+    }
+
     let ctx = Ctx::new(
         State::new(
             shared.clone(),

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 use crate::handler::{Handler, HandlerError, Record, class};
-use crate::ledger::{CRASH_LOOP, DeliveryKey};
+use crate::ledger::{CRASH_LOOP, Claimed, Death, DeliveryKey, UNSEEN_FACTOR};
 use crate::metrics::outcome;
 
 use super::dead_letter::dead_letter;
@@ -57,14 +58,18 @@ pub(super) async fn work<H: Handler>(s: Arc<Shared<H>>, job: Job) {
 enum Claim {
     /// Run the handler.
     Run,
-    /// The process died with this record `n - 1` times: dead-letter it unrun.
-    CrashLoop(u32),
+    /// The record was in hand when a process died: run it alone.
+    Suspect(Claimed),
+    /// It killed its process while running alone `--max-crash-deliveries` times:
+    /// dead-letter it unrun.
+    CrashLoop(Claimed),
 }
 
 /// Decode, then handle until done or out of transient retries; a record that fails for good
 /// goes to the dead-letter topic. Holds a worker slot only while decoding and handling, so
 /// records waiting out a retry delay do not hold up others. With a ledger, the delivery is
-/// recorded (`claimed`) before anything runs.
+/// recorded (`claimed`) before anything runs; a suspect waits for every slot before each
+/// attempt and holds them until the attempt's outcome.
 async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut bool) -> Outcome {
     let group = s.group.as_str();
     // A dead letter of another group sent back to the topic (`docflow replay dlq`): not ours.
@@ -77,6 +82,8 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
     }
     // Decoded once per delivery: retries and the dead-letter hook reuse it.
     let mut input: Option<H::Input> = None;
+    // Set once the ledger says a process died with this record in hand.
+    let mut suspect: Option<Claimed> = None;
     loop {
         let permit = tokio::select! {
             p = s.exec.clone().acquire_owned() => p,
@@ -85,14 +92,38 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
         let Ok(permit) = permit else {
             return abandoned(s);
         };
-        let started = Instant::now();
-        let result = match claim(s, record, claimed).await {
+        let mut permit = Some(permit);
+        let mut alone = false;
+        let mut started = Instant::now();
+        let mut result = match claim(s, record, claimed).await {
             Err(e) => Err(e),
-            Ok(Claim::CrashLoop(n)) => {
+            Ok(Claim::CrashLoop(c)) => {
                 drop(permit);
-                return crash_loop(s, record, n).await;
+                return crash_loop(s, record, c).await;
             }
-            Ok(Claim::Run) => {
+            Ok(Claim::Suspect(c)) => {
+                suspect = Some(c);
+                Ok(())
+            }
+            Ok(Claim::Run) => Ok(()),
+        };
+        if result.is_ok()
+            && let Some(c) = suspect
+        {
+            drop(permit.take());
+            match run_alone(s, record, c).await {
+                Ok(Some(all)) => {
+                    permit = Some(all);
+                    alone = true;
+                    started = Instant::now();
+                }
+                Ok(None) => return abandoned(s),
+                Err(e) => result = Err(e),
+            }
+        }
+        let result = match result {
+            Err(e) => Err(e),
+            Ok(()) => {
                 let handled = async {
                     match &input {
                         Some(i) => s.handler.handle(record, i).await,
@@ -114,7 +145,6 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
                 }
             }
         };
-        drop(permit);
         s.metrics
             .handler_duration
             .with_label_values(&[group])
@@ -136,13 +166,26 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
                     .inc();
                 let delay = s.retry.delay(record.attempt);
                 tracing::warn!(%class, %message, attempt = record.attempt, ?delay, "transient failure; retrying");
+                // A suspect lets the other records run while it waits, once the ledger no
+                // longer says it runs alone (else it keeps every slot through the delay).
+                let keep = alone && !not_alone(s, record).await;
+                let held = if keep {
+                    permit
+                } else {
+                    drop(permit);
+                    None
+                };
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {},
                     () = s.cancel.cancelled() => return abandoned(s),
                 }
+                drop(held);
                 record.attempt += 1;
             }
-            Err(e) => return dead_letter(s, record, input.as_ref(), &e).await,
+            Err(e) => {
+                drop(permit);
+                return dead_letter(s, record, input.as_ref(), &e).await;
+            }
         }
     }
 }
@@ -168,38 +211,124 @@ async fn claim<H>(
     if *claimed {
         return Ok(Claim::Run);
     }
-    let n = ledger
-        .claim(&key_of(s, record))
+    let c = ledger
+        .claim(&key_of(s, record), crate::supervise::life())
         .await
         .map_err(|e| HandlerError::transient(class::LEDGER, e))?;
     *claimed = true;
-    Ok(if n > *max {
-        Claim::CrashLoop(n)
-    } else {
-        Claim::Run
-    })
+    Ok(
+        if c.convicting >= *max || c.alone >= max.saturating_mul(UNSEEN_FACTOR) {
+            Claim::CrashLoop(c)
+        } else if c.deaths > 0 {
+            Claim::Suspect(c)
+        } else {
+            Claim::Run
+        },
+    )
 }
 
-/// Dead-letters a record whose earlier deliveries took the process down, without handling
-/// it; it is decoded (docflow's own bounded decoder) only so the dead-letter hook can
-/// record the outcome.
-async fn crash_loop<H: Handler>(s: &Shared<H>, record: &Record, n: u32) -> Outcome {
-    let input = s.handler.decode(record).await.ok();
-    let error = HandlerError::permanent(
-        CRASH_LOOP,
-        format!(
-            "delivered {n} times: the process died with this record in hand {} times; \
-             dead-lettered without running the handler",
-            n - 1
-        ),
+/// Waits until the suspect holds every execution slot — the records in flight finish, and
+/// none starts beside it — then tells the ledger it runs alone. `Ok(None)`: shutdown came
+/// first.
+async fn run_alone<H>(
+    s: &Shared<H>,
+    record: &Record,
+    c: Claimed,
+) -> Result<Option<OwnedSemaphorePermit>, HandlerError> {
+    tracing::warn!(
+        offset = record.offset,
+        partition = record.partition,
+        deaths = c.deaths,
+        deaths_alone = c.alone,
+        "a suspect: the record was in hand when a process died; it runs alone"
     );
+    let all = tokio::select! {
+        p = s.exec.clone().acquire_many_owned(s.workers) => p,
+        () = s.cancel.cancelled() => return Ok(None),
+    };
+    let Ok(all) = all else {
+        return Ok(None);
+    };
+    if let Some((ledger, _)) = &s.ledger {
+        ledger
+            .set_alone(&key_of(s, record), crate::supervise::life(), true)
+            .await
+            .map_err(|e| HandlerError::transient(class::LEDGER, e))?;
+    }
+    s.metrics
+        .suspects
+        .with_label_values(&[s.group.as_str()])
+        .inc();
+    Ok(Some(all))
+}
+
+/// Tells the ledger a suspect no longer runs alone (it lets the slots go for a retry
+/// delay); `false` if that could not be recorded.
+async fn not_alone<H>(s: &Shared<H>, record: &Record) -> bool {
+    let Some((ledger, _)) = &s.ledger else {
+        return true;
+    };
+    match ledger
+        .set_alone(&key_of(s, record), crate::supervise::life(), false)
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, offset = record.offset, "could not record that a suspect lets the others run; it keeps every slot");
+            false
+        }
+    }
+}
+
+/// Dead-letters a record that killed its process while running alone, without handling
+/// it, naming the deaths; it is decoded (docflow's own bounded decoder) only so the
+/// dead-letter hook can record the outcome.
+async fn crash_loop<H: Handler>(s: &Shared<H>, record: &Record, c: Claimed) -> Outcome {
+    let input = s.handler.decode(record).await.ok();
+    let deaths = match &s.ledger {
+        Some((ledger, _)) => ledger.deaths(&key_of(s, record)).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let error = HandlerError::permanent(CRASH_LOOP, crash_loop_message(c, &deaths));
     tracing::error!(
         offset = record.offset,
         partition = record.partition,
-        deliveries = n,
+        deliveries = c.deliveries,
+        deaths = c.deaths,
+        deaths_alone = c.convicting,
         "crash loop"
     );
     dead_letter(s, record, input.as_ref(), &error).await
+}
+
+/// The crash-loop verdict with its evidence: the deaths while alone, each with how its
+/// process ended, and how many other deaths came before or beside them.
+fn crash_loop_message(c: Claimed, deaths: &[Death]) -> String {
+    use std::fmt::Write;
+    let mut m = format!(
+        "delivered {} times: the process died {} times while this record ran alone, {} of \
+         them of its own fault; dead-lettered without running the handler",
+        c.deliveries, c.alone, c.convicting
+    );
+    let (alone, others): (Vec<&Death>, Vec<&Death>) = deaths.iter().partition(|d| d.alone);
+    for (i, d) in alone.iter().enumerate() {
+        let cause: String = d
+            .cause
+            .as_deref()
+            .unwrap_or("nobody saw how it ended")
+            .chars()
+            .take(240)
+            .collect();
+        let _ = write!(m, "; death {} alone (life {}): {cause}", i + 1, d.life);
+    }
+    if let Some(most) = others.iter().map(|d| d.in_hand).max() {
+        let _ = write!(
+            m,
+            "; {} more deaths not counted (with other records in hand: up to {most})",
+            others.len()
+        );
+    }
+    m
 }
 
 /// Tells the ledger how the delivery ended (best effort: a stale entry only counts against
@@ -207,7 +336,11 @@ async fn crash_loop<H: Handler>(s: &Shared<H>, record: &Record, n: u32) -> Outco
 async fn release<H>(s: &Shared<H>, record: &Record, outcome: Outcome) {
     if let Some((ledger, _)) = &s.ledger
         && let Err(e) = ledger
-            .release(&key_of(s, record), outcome == Outcome::Done)
+            .release(
+                &key_of(s, record),
+                crate::supervise::life(),
+                outcome == Outcome::Done,
+            )
             .await
     {
         tracing::warn!(error = %e, offset = record.offset, "releasing the delivery claim failed");

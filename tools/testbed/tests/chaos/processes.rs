@@ -83,7 +83,8 @@ async fn clean_shutdown_and_restart_redeliver_nothing() {
     bed.finish().await;
 }
 
-/// 1 → 3 → 1 replicas while records flow: nothing lost. Redeliveries are printed (0 in
+/// 1 → 3 → 1 replicas while records flow (a KEDA scale-out, then a scale-in by SIGTERM):
+/// nothing lost, nothing dead-lettered. Redeliveries are printed (0 in
 /// recent runs: revocations store and commit what is done); not asserted, because a
 /// revocation that hits `--revoke-timeout` legitimately redelivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,6 +134,11 @@ async fn scale_out_and_in_loses_nothing() {
         bed.redeliveries().await
     );
     assert!(pids >= 2, "scaled-out replicas took partitions");
+    assert_eq!(
+        bed.dead_letters().await,
+        Vec::new(),
+        "a scale-in dead-letters nothing"
+    );
     assert_eq!(bed.committed(), bed.log_end());
     bed.finish().await;
 }
@@ -376,61 +382,144 @@ async fn sigterm_mid_record_is_not_counted_as_a_crash() {
 }
 
 /// A record that takes its whole process down (here an abort; in production a native
-/// library the OOM killer ends) is redelivered after every restart. Deliveries are recorded
-/// before the handler runs, so after `--max-crash-deliveries` deaths the next delivery
-/// dead-letters it as `crash_loop` without running it; the records behind it on the
-/// partition are processed and the replica stays up.
+/// library the OOM killer ends) among seven long ones in flight. The first death makes all
+/// eight suspects; each then runs alone, so the seven finish and only the killer dies
+/// again, alone, seen by the supervisor (SIGABRT), which starts the replica again each
+/// time. After `--max-crash-deliveries` such deaths the next delivery dead-letters it as
+/// `crash_loop` without running it, naming the deaths; nothing else is dead-lettered and
+/// the replica stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_that_kills_its_process_is_dead_lettered_after_max_crash_deliveries() {
+async fn a_record_that_kills_its_process_running_alone_is_the_only_one_convicted() {
     let bed = Bed::new(1).await;
-    let mut all = ids("ok-", 20);
-    all.insert(10, "crash-0010".to_owned());
+    let mut all = ids("ok-", 12);
+    for i in 0..7 {
+        all.insert(i, format!("long-{i:04}"));
+    }
+    all.insert(3, "crash-0003".to_owned());
     bed.produce(&all).await;
     let args = [
         "--workers",
-        "1",
+        "8",
         "--work-ms",
         "1",
+        "--long-ms",
+        "1000",
         "--max-crash-deliveries",
         "3",
     ];
-    let mut deaths = 0;
-    let mut r = bed.spawn("crash-0", &args);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while bed.rows().await < 20 {
-        if r.exited() {
-            deaths += 1;
-            assert!(deaths <= 3, "died {deaths} times\n{}", bed.logs_tail());
-            r = bed.spawn(&format!("crash-{deaths}"), &args);
-        }
+    let mut r = bed.spawn("crash", &args);
+    bed.wait_rows(19, Duration::from_secs(150)).await;
+    // The killer's last deaths come after the others are done (restarts 1, 2, 4, 8 s apart).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
+    while bed.dead_letters().await.is_empty() {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{} of 20 rows after {deaths} deaths\n{}",
-            bed.rows().await,
+            "never dead-lettered\n{}",
             bed.logs_tail()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(
-        deaths, 3,
-        "dead-lettered on the delivery after the third death"
+    assert!(
+        !r.exited(),
+        "the supervisor started the replica again after each death\n{}",
+        bed.logs_tail()
     );
-
     let dead = bed.dead_letters().await;
     assert_eq!(
         dead,
         vec![(
-            "crash-0010".to_owned(),
+            "crash-0003".to_owned(),
             docflow_runtime::ledger::CRASH_LOOP.to_owned()
         )],
-        "dead-lettered once, as a crash loop"
+        "only the killer is dead-lettered, once, as a crash loop"
+    );
+    let message = bed.dead_letter_messages().await.concat();
+    assert!(
+        message.contains("death 3 alone") && message.contains("SIGABRT"),
+        "the dead letter names the deaths alone and how the process ended: {message}"
+    );
+    println!("{message}");
+    assert!(
+        message.contains("died 3 times while this record ran alone, 3 of them of its own fault"),
+        "three deaths alone convicted it: {message}"
+    );
+    let rows = bed.row_ids().await;
+    assert!(!rows.contains(&"crash-0003".to_owned()));
+    assert_eq!(
+        rows.len(),
+        19,
+        "the seven long records and the rest finished"
     );
 
-    // The replica that dead-lettered it is healthy and stays up.
     r.wait_ready().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!r.exited(), "{}", bed.logs_tail());
-    assert!(r.terminate());
+    assert!(r.terminate(), "exit 0 on SIGTERM through the supervisor");
     assert_eq!(bed.committed(), bed.log_end(), "the partition moved on");
+    bed.finish().await;
+}
+
+/// kill -9 of the stage (its supervisor; the replica ends itself) ×10 at random moments,
+/// each once the new life holds records, with long records in flight: deaths nobody saw
+/// make suspects, never convictions: nothing dead-lettered, every record done once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_long_records_in_flight_convicts_no_one() {
+    let bed = Bed::new(4).await;
+    let mut all = ids("ok-", 70);
+    all.extend((0..30).map(|i| format!("long-{i:04}")));
+    bed.produce(&all).await;
+    let seed: u64 = rand::random();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let args = [
+        "--workers",
+        "8",
+        "--work-ms",
+        "20",
+        "--long-ms",
+        "700",
+        "--max-crash-deliveries",
+        "3",
+    ];
+    let mut in_hand_at_kills = 0;
+    for i in 0..10 {
+        let spawned = docflow_runtime::metrics::now_ms();
+        let rows = bed.rows().await;
+        let mut r = bed.spawn(&format!("victim-{i}"), &args);
+        // Until this life holds records (or writes rows): kill it mid-work.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while bed.claims_since(spawned).await == 0 && bed.rows().await == rows {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "nothing claimed\n{}",
+                bed.logs_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let wait_ms = rng.random_range(0..1500);
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        r.kill9();
+        // The replica ends itself once its supervisor is gone.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let left = bed.claims().await;
+        in_hand_at_kills += left;
+        println!(
+            "kill {} after {wait_ms} ms: {} rows, {left} claims left in hand",
+            i + 1,
+            bed.rows().await,
+        );
+    }
+    let mut last = bed.spawn("survivor", &args);
+    bed.wait_rows(100, Duration::from_secs(240)).await;
+    assert!(last.terminate(), "survivor exits 0 on SIGTERM");
+    assert!(in_hand_at_kills > 0, "the kills left records in hand");
+    assert_eq!(
+        bed.dead_letters().await,
+        Vec::new(),
+        "no one convicted by deaths from outside"
+    );
+    let rows = bed.row_ids().await;
+    let mut expected = all.clone();
+    expected.sort();
+    assert_eq!(rows, expected, "every record done, once");
+    assert_eq!(bed.committed(), bed.log_end());
     bed.finish().await;
 }

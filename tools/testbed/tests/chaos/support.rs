@@ -110,10 +110,34 @@ impl Bed {
             .collect()
     }
 
+    /// Every dead letter's error message header.
+    pub async fn dead_letter_messages(&self) -> Vec<String> {
+        let dlq = docflow_runtime::dlq::topic_for(&self.topic, &self.group);
+        let header = docflow_runtime::dlq::headers::ERROR_MESSAGE;
+        let read = self.stack.records_with_header(&dlq, header).await.unwrap();
+        read.into_iter()
+            .map(|(_, m)| m.unwrap_or_default())
+            .collect()
+    }
+
+    /// Deliveries claimed at or after `since_ms` and still in hand.
+    pub async fn claims_since(&self, since_ms: i64) -> i64 {
+        sqlx::query(
+            "SELECT COUNT(*) FROM deliveries WHERE consumer_group = $1 AND held = 1 \
+             AND last_at_ms >= $2",
+        )
+        .bind(&self.group)
+        .bind(since_ms)
+        .fetch_one(&self.pool)
+        .await
+        .map(|r| r.get::<i64, _>(0))
+        .unwrap_or(0)
+    }
+
     /// Deliveries the crash-counting ledger holds unreleased, over the group's records.
     pub async fn claims(&self) -> i64 {
         sqlx::query(
-            "SELECT CAST(COALESCE(SUM(started), 0) AS BIGINT) FROM deliveries WHERE consumer_group = $1",
+            "SELECT CAST(COALESCE(SUM(held), 0) AS BIGINT) FROM deliveries WHERE consumer_group = $1",
         )
             .bind(&self.group)
             .fetch_one(&self.pool)
