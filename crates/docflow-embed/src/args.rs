@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-/// Batch token budget on the CPU when none is set.
-pub const CPU_BATCH_TOKENS: usize = 2048;
+/// Batch token budget on the CPU when none is set: two full windows. On the CPU a batch's
+/// time grows with its tokens and chunks/s hardly with its size, so small batches cost no
+/// throughput and keep the batch a small document waits behind short
+/// (bench/results/fairness.md).
+pub const CPU_BATCH_TOKENS: usize = 512;
 /// Batch token budget on a GPU when none is set.
 pub const GPU_BATCH_TOKENS: usize = 16384;
 
@@ -26,10 +29,10 @@ pub struct EmbedArgs {
     #[arg(long = "device", env = "DOCFLOW_DEVICE", default_value = "auto")]
     pub device: String,
 
-    /// Token budget of one batch: requests are taken in arrival order while
-    /// (longest sequence × sequences) stays within it. Unset: 2048 on the CPU (8 full
-    /// windows; bigger batches are slower per chunk there, bench/results/ocr-embed.md) and
-    /// 16384 on a GPU.
+    /// Token budget of one batch: texts are taken while (longest sequence × sequences)
+    /// stays within it. Unset: 512 on the CPU (2 full windows: chunks/s is the same from
+    /// 1 to 8 windows there, and a small document waits behind a shorter batch,
+    /// bench/results/fairness.md) and 16384 on a GPU.
     #[arg(long, env = "DOCFLOW_EMBED_MAX_BATCH_TOKENS")]
     pub max_batch_tokens: Option<usize>,
 
