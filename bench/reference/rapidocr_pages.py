@@ -5,7 +5,9 @@ thread) and its text (lines in RapidOCR's order, joined by newlines). `ocr-pages
 --rapidocr-python PY` runs it on the same pages docflow read, in the same run.
 
     python -m venv VENV && VENV/bin/pip install rapidocr==3.10.0 onnxruntime==1.32.0
-    VENV/bin/python bench/reference/rapidocr_pages.py PAGE.png...
+    VENV/bin/python bench/reference/rapidocr_pages.py [--threads=N] PAGE.png...
+
+--threads=N: onnxruntime's intra-op threads (default: onnxruntime's own, one a core).
 """
 
 import json
@@ -15,8 +17,13 @@ import time
 from rapidocr import RapidOCR
 
 
-def main(paths):
-    engine = RapidOCR(params={"Global.use_cls": False, "Global.log_level": "warning"})
+def main(args):
+    params = {"Global.use_cls": False, "Global.log_level": "warning"}
+    paths = [a for a in args if not a.startswith("--threads=")]
+    for a in args:
+        if a.startswith("--threads="):
+            params["EngineConfig.onnxruntime.intra_op_num_threads"] = int(a.split("=", 1)[1])
+    engine = RapidOCR(params=params)
     if paths:
         engine(paths[0], use_cls=False)  # warm-up, as docflow's worker is warm
     for path in paths:

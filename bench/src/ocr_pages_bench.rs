@@ -52,6 +52,11 @@ struct Args {
     /// Only the reading-order pages (printed, no report): for working on reading order.
     #[arg(long)]
     order_only: bool,
+    /// Only the cost on the dense pages, at one onnxruntime thread a worker (the stage's
+    /// default) and at one a core, beside RapidOCR at its default threads and at one
+    /// (with --rapidocr-python): writes that report to --out.
+    #[arg(long)]
+    cost_only: bool,
 }
 
 /// A page to read.
@@ -234,8 +239,16 @@ fn pool(exe: &Path) -> anyhow::Result<WorkerPool> {
 }
 
 fn pool_of(exe: &Path, bounded: bool) -> anyhow::Result<WorkerPool> {
+    pool_with(exe, bounded, None)
+}
+
+/// `threads`: onnxruntime threads a worker (0: one a core); `None`: the stage's default.
+fn pool_with(exe: &Path, bounded: bool, threads: Option<usize>) -> anyhow::Result<WorkerPool> {
     let tools = workspace_root().join(".tools");
-    let config = docflow_ocr_embeddings::Config::with_tools(&tools)?;
+    let mut config = docflow_ocr_embeddings::Config::with_tools(&tools)?;
+    if let Some(t) = threads {
+        config.read.ocr_threads = t;
+    }
     let mut isolation = IsolationArgs {
         worker_exe: Some(exe.to_path_buf()),
         ..config.isolation.clone()
@@ -295,10 +308,37 @@ fn dense_page(w: u32, h: u32) -> anyhow::Result<Vec<u8>> {
 }
 
 /// RapidOCR on `files`: (wall ms, CPU ms, text) per file, in order.
+/// Writes `pages` as numbered PNG files in `dir`, for RapidOCR to read.
+fn page_files<'a>(
+    dir: &Path,
+    pages: impl Iterator<Item = &'a [u8]>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for (i, png) in pages.enumerate() {
+        let path = dir.join(format!("{i:03}.png"));
+        std::fs::write(&path, png)?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
 fn rapidocr(python: &Path, files: &[PathBuf]) -> anyhow::Result<Vec<(f64, f64, String)>> {
+    rapidocr_with(python, files, None)
+}
+
+/// RapidOCR on `files`, at `threads` onnxruntime threads (`None`: its default).
+fn rapidocr_with(
+    python: &Path,
+    files: &[PathBuf],
+    threads: Option<usize>,
+) -> anyhow::Result<Vec<(f64, f64, String)>> {
     let script = workspace_root().join("bench/reference/rapidocr_pages.py");
-    let out = std::process::Command::new(python)
-        .arg(&script)
+    let mut command = std::process::Command::new(python);
+    command.arg(&script);
+    if let Some(t) = threads {
+        command.arg(format!("--threads={t}"));
+    }
+    let out = command
         .args(files)
         .output()
         .with_context(|| format!("running {}", script.display()))?;
@@ -356,6 +396,127 @@ fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
     if n == 0 { f64::NAN } else { sum / n as f64 }
 }
 
+/// A page read: in order, found, wall ms, CPU ms.
+type Scored = (f64, f64, f64, f64);
+
+/// The cost table alone: the dense upright pages read by one worker at one onnxruntime
+/// thread and at one a core (each page by both, in turn), then by RapidOCR at its default
+/// threads and at one.
+async fn cost_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Result<()> {
+    let dense: Vec<&Sample> = first_pass
+        .iter()
+        .filter(|s| s.truth.len() >= 300 && s.turned == 0)
+        .collect();
+    anyhow::ensure!(!dense.is_empty(), "no dense page");
+    let settings = [(1usize, "1 thread"), (0, "1 a core")];
+    let mut pools = Vec::new();
+    for (threads, _) in settings {
+        let p = pool_with(exe, false, Some(threads))?;
+        let (warm, _) = read(&p, &dense_page(800, 1000)?).await;
+        warm.map_err(anyhow::Error::msg)?;
+        pools.push(p);
+    }
+    // (accuracy, recall, wall ms, CPU ms) per page per setting.
+    let mut ours: Vec<Vec<Scored>> = vec![Vec::new(); settings.len()];
+    for s in &dense {
+        for (k, p) in pools.iter().enumerate() {
+            let (answer, ms) = read(p, &s.png).await;
+            let x = answer.map_err(anyhow::Error::msg)?;
+            let (accuracy, recall) = score(&words(&text_of(&x)), &s.truth);
+            let cpu = x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0;
+            println!(
+                "{} ({} dpi), {}: {ms:.0} ms, {cpu:.0} CPU ms, in order {:.1} %, found {:.1} %",
+                s.name,
+                s.dpi,
+                settings[k].1,
+                accuracy * 100.0,
+                recall * 100.0
+            );
+            ours[k].push((accuracy, recall, ms, cpu));
+        }
+    }
+    drop(pools);
+    let mut theirs: Vec<(&str, Vec<Scored>)> = Vec::new();
+    if let Some(python) = &args.rapidocr_python {
+        let dir = tempfile::tempdir()?;
+        let files = page_files(dir.path(), dense.iter().map(|s| s.png.as_slice()))?;
+        for (threads, label) in [(None, "default threads"), (Some(1), "1 thread")] {
+            let rows = rapidocr_with(python, &files, threads)?;
+            let scored = rows
+                .iter()
+                .zip(&dense)
+                .map(|((ms, cpu, text), s)| {
+                    let (a, r) = score(&words(text), &s.truth);
+                    (a, r, *ms, *cpu)
+                })
+                .collect();
+            theirs.push((label, scored));
+        }
+    }
+    let total = |v: &[Scored]| {
+        (
+            mean(v.iter().map(|r| r.0)) * 100.0,
+            mean(v.iter().map(|r| r.1)) * 100.0,
+            v.iter().map(|r| r.2).sum::<f64>(),
+            v.iter().map(|r| r.3).sum::<f64>(),
+        )
+    };
+    let mut md = docflow_bench::report_head(
+        "OCR cost on dense real pages: docflow against RapidOCR",
+        "ocr-pages-bench",
+        "CPU only; the same PP-OCRv6 small det + rec ONNX models on onnxruntime 1.32.0 (docflow: one page-reading worker, the release docflow-ocr-embeddings; RapidOCR 3.10.0 in Python, angle classifier off, `bench/reference/rapidocr_pages.py`); each reader alone on the machine, one page at a time, warm",
+    );
+    md.push_str(&format!(
+        "The pages: the {} upright pages of 300+ reference words of the first pass of `ocr-pages-bench` (the dense PDFs of `scripts/fetch-bench-pdfs.sh` rendered at 150/200/300 dpi with noise and a 0.5° skew). CPU: the reading process's user + system time for the page, every thread. **In order** / **found**: as in `ocr-pages.md`.\n\n## Totals\n\n| reader | onnxruntime threads | in order | found | wall | CPU | CPU against RapidOCR's default |\n|---|---|---|---|---|---|---|\n",
+        dense.len()
+    ));
+    let reference_cpu = theirs.first().map(|(_, v)| total(v).3);
+    let mut line = |who: &str, label: &str, v: &[Scored]| {
+        let (a, r, wall, cpu) = total(v);
+        let ratio = reference_cpu.map_or("—".to_owned(), |c| format!("{:.2}", cpu / c));
+        md.push_str(&format!(
+            "| {who} | {label} | {a:.1} % | {r:.1} % | {:.1} s | {:.1} s | {ratio} |\n",
+            wall / 1000.0,
+            cpu / 1000.0
+        ));
+    };
+    for (k, (_, label)) in settings.iter().enumerate() {
+        line("docflow", label, &ours[k]);
+    }
+    for (label, v) in &theirs {
+        line("RapidOCR", label, v);
+    }
+    md.push_str("\n## Per page (CPU ms)\n\n| page | words |");
+    for (_, label) in settings {
+        md.push_str(&format!(" docflow, {label} |"));
+    }
+    for (label, _) in &theirs {
+        md.push_str(&format!(" RapidOCR, {label} |"));
+    }
+    md.push_str("\n|---|---|");
+    for _ in 0..settings.len() + theirs.len() {
+        md.push_str("---|");
+    }
+    md.push('\n');
+    for (i, s) in dense.iter().enumerate() {
+        md.push_str(&format!(
+            "| {} ({} dpi) | {} |",
+            s.name,
+            s.dpi,
+            s.truth.len()
+        ));
+        for v in &ours {
+            md.push_str(&format!(" {:.0} |", v[i].3));
+        }
+        for (_, v) in &theirs {
+            md.push_str(&format!(" {:.0} |", v[i].3));
+        }
+        md.push('\n');
+    }
+    docflow_bench::write_report(&args.out, &md)?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -410,12 +571,7 @@ async fn main() -> anyhow::Result<()> {
     let mut order_reference = None;
     if let Some(python) = &args.rapidocr_python {
         let dir = tempfile::tempdir()?;
-        let mut files = Vec::new();
-        for (i, (_, _, _, png)) in ordered.iter().enumerate() {
-            let path = dir.path().join(format!("{i:03}.png"));
-            std::fs::write(&path, png)?;
-            files.push(path);
-        }
+        let files = page_files(dir.path(), ordered.iter().map(|o| o.3.as_slice()))?;
         order_reference = Some(rapidocr(python, &files)?);
     }
     drop(order_pool);
@@ -425,6 +581,10 @@ async fn main() -> anyhow::Result<()> {
             mean(order_rows.iter().map(|r| r.0)) * 100.0
         );
         return Ok(());
+    }
+
+    if args.cost_only {
+        return cost_only(&args, &exe, &samples[..distinct]).await;
     }
 
     // 1. Every page through ONE worker, in order: accuracy, time, CPU, memory after each.
@@ -597,12 +757,7 @@ async fn main() -> anyhow::Result<()> {
     let mut reference = None;
     if let Some(python) = &args.rapidocr_python {
         let dir = tempfile::tempdir()?;
-        let mut files = Vec::new();
-        for (i, s) in dense.iter().enumerate() {
-            let path = dir.path().join(format!("{i:03}.png"));
-            std::fs::write(&path, &s.png)?;
-            files.push(path);
-        }
+        let files = page_files(dir.path(), dense.iter().map(|s| s.png.as_slice()))?;
         let rows = rapidocr(python, &files)?;
         reference = Some(rows);
     }
