@@ -11,7 +11,7 @@ CARGO ?= cargo
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
 .DEFAULT_GOAL := help
-.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry gpu-bundle
+.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry gpu-bundle docs-check
 
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ run: tools ## Start the embedded stack and push the sample documents through it 
 # NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.
 TEST_ENV := LD_LIBRARY_PATH=$(CURDIR)/.tools/cuda$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}
 
-test: tools ## Run every test: unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
+test: docs-check tools ## Run every test: the docs' links first, then unit, integration (real broker, registry, SQLite; Postgres when DATABASE_URL is set)
 ifeq ($(NEXTEST),yes)
 	$(TEST_ENV) $(CARGO) nextest run --workspace --no-fail-fast
 else
@@ -45,6 +45,7 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin analytics-bench -- --out bench/results/analytics.md
 	$(CARGO) build --release --quiet -p docflow-testbed
 	$(CARGO) run --release --quiet -p docflow-bench --bin replay-bench -- --out bench/results/replay.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin quarantine-bench -- --out bench/results/quarantine.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin autoscale-bench -- --out bench/results/autoscale-local.md
 	$(CARGO) run --release --quiet -p docflow-cli --bin docflow -- simulate --out bench/results/autoscale.md
 	@./scripts/fetch-bench-pdfs.sh
@@ -55,6 +56,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin embed-bench -- fairness --out bench/results/fairness.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --out bench/results/ocr-pages.md \
 		--csv .run/ocr-pages.csv $(if $(RAPIDOCR_PYTHON),--rapidocr-python $(RAPIDOCR_PYTHON))
+	$(if $(RAPIDOCR_PYTHON),$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --cost-only \
+		--out bench/results/ocr-cost.md --rapidocr-python $(RAPIDOCR_PYTHON))
 
 gpu-bundle: tools ## Put the release embed-bench and the model as f16 safetensors under .tools/gpu (what bench/gpu/check.sh runs on a GPU machine)
 	$(CARGO) build --release --quiet -p docflow-bench --bin embed-bench
@@ -63,6 +66,9 @@ gpu-bundle: tools ## Put the release embed-bench and the model as f16 safetensor
 	strip .tools/gpu/embed-bench
 	.tools/gpu/embed-bench export-f16 --from .tools/models/minilm --to .tools/gpu/minilm-f16
 	@du -sh .tools/gpu
+
+docs-check: ## Check every relative link and heading anchor in README.md, docs/ and bench/results/ (python3, no build)
+	python3 scripts/docs-check.py
 
 schemas-check: ## Prove every committed schema version is BACKWARD_TRANSITIVE compatible with the earlier ones
 	$(CARGO) run --quiet -p docflow-cli -- schemas check --dir schemas --level BACKWARD_TRANSITIVE

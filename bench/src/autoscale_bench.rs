@@ -546,7 +546,7 @@ async fn main() -> anyhow::Result<()> {
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default()
     );
-    std::fs::write(&args.out, &md)?;
+    docflow_bench::write_report(&args.out, &md)?;
     print!("{md}");
     anyhow::ensure!(rows == i64::try_from(total)?, "records were lost");
     stack.stop().await?;

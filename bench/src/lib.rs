@@ -92,9 +92,29 @@ pub fn write_report(out: &std::path::Path, md: &str) -> anyhow::Result<()> {
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    let mut md = md.to_owned();
+    md.push_str(&history_of(out));
     std::fs::write(out, md)?;
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// The heading under which a report keeps its earlier runs, by hand: a new run keeps it.
+pub const HISTORY: &str = "\n## History";
+
+/// The `## History` section of the report at `out` (to its end), or nothing.
+fn history_of(out: &std::path::Path) -> String {
+    std::fs::read_to_string(out)
+        .ok()
+        .and_then(|old| old.find(HISTORY).map(|i| old[i..].to_owned()))
+        .map(|h| {
+            if h.starts_with("\n\n") {
+                h
+            } else {
+                format!("\n{h}")
+            }
+        })
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Default)]
