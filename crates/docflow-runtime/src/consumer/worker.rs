@@ -84,16 +84,25 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
     let mut input: Option<H::Input> = None;
     // Set once the ledger says a process died with this record in hand.
     let mut suspect: Option<Claimed> = None;
+    // Every slot, kept through a retry delay when the ledger could not be told the
+    // suspect lets the others run: it still runs alone.
+    let mut kept: Option<OwnedSemaphorePermit> = None;
     loop {
-        let permit = tokio::select! {
-            p = s.exec.clone().acquire_owned() => p,
-            () = s.cancel.cancelled() => return abandoned(s),
-        };
-        let Ok(permit) = permit else {
-            return abandoned(s);
+        let mut alone = kept.is_some();
+        let permit = match kept.take() {
+            Some(all) => all,
+            None => {
+                let permit = tokio::select! {
+                    p = s.exec.clone().acquire_owned() => p,
+                    () = s.cancel.cancelled() => return abandoned(s),
+                };
+                let Ok(permit) = permit else {
+                    return abandoned(s);
+                };
+                permit
+            }
         };
         let mut permit = Some(permit);
-        let mut alone = false;
         let mut started = Instant::now();
         let mut result = match claim(s, record, claimed).await {
             Err(e) => Err(e),
@@ -108,6 +117,7 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
             Ok(Claim::Run) => Ok(()),
         };
         if result.is_ok()
+            && !alone
             && let Some(c) = suspect
         {
             drop(permit.take());
@@ -168,18 +178,15 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
                 tracing::warn!(%class, %message, attempt = record.attempt, ?delay, "transient failure; retrying");
                 // A suspect lets the other records run while it waits, once the ledger no
                 // longer says it runs alone (else it keeps every slot through the delay).
-                let keep = alone && !not_alone(s, record).await;
-                let held = if keep {
-                    permit
+                if alone && !not_alone(s, record).await {
+                    kept = permit;
                 } else {
                     drop(permit);
-                    None
-                };
+                }
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {},
                     () = s.cancel.cancelled() => return abandoned(s),
                 }
-                drop(held);
                 record.attempt += 1;
             }
             Err(e) => {
