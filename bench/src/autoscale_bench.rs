@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -85,24 +84,13 @@ fn testbed(
     group: &str,
     work_ms: u64,
 ) -> anyhow::Result<tokio::process::Command> {
-    let cmd = docflow_bench::testbed_command(stack, work_ms, 1)?;
-    let mut c = tokio::process::Command::new(&cmd[0]);
-    c.args(&cmd[1..])
-        .args([
-            // Twelve replicas stay within a PostgreSQL server's 100 connections.
-            "--database-max-connections",
-            "2",
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--record-latency",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+    let mut c = docflow_bench::testbed_process(stack, work_ms, 1, topic, group)?;
+    c.args([
+        // Twelve replicas stay within a PostgreSQL server's 100 connections.
+        "--database-max-connections",
+        "2",
+        "--record-latency",
+    ]);
     Ok(c)
 }
 

@@ -75,6 +75,33 @@ pub fn testbed_command(
     ])
 }
 
+/// A `docflow-testbed` replica process on `stack` for `topic` and `group` (see
+/// [`testbed_command`]), its metrics on a free port, its output discarded, killed when
+/// dropped; callers add their own flags.
+pub fn testbed_process(
+    stack: &docflow_embedded::Stack,
+    work_ms: u64,
+    workers: usize,
+    topic: &str,
+    group: &str,
+) -> anyhow::Result<tokio::process::Command> {
+    let cmd = testbed_command(stack, work_ms, workers)?;
+    let mut c = tokio::process::Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .args([
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    Ok(c)
+}
+
 /// The token every benchmark uploads with (tenant `bench`).
 pub const TOKEN: &str = "bench-token";
 

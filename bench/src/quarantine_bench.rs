@@ -8,14 +8,11 @@
 //! `make bench` runs it (after building `docflow-testbed`) and writes
 //! `bench/results/quarantine.md`.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
 use docflow_embedded::{Stack, unique_name};
-use docflow_runtime::producer::idempotent_producer;
-use rdkafka::producer::FutureRecord;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -42,23 +39,6 @@ struct Drain {
     suspects: i64,
 }
 
-async fn produce(stack: &Stack, topic: &str, n: usize) -> anyhow::Result<()> {
-    let producer = idempotent_producer(&stack.kafka(), "bench-quarantine")?;
-    let mut pending = Vec::new();
-    for i in 0..n {
-        let id = format!("{topic}-{i:06}");
-        pending.push(
-            producer
-                .send_result(FutureRecord::to(topic).key(&id).payload(&id))
-                .map_err(|(e, _)| e)?,
-        );
-    }
-    for p in pending {
-        p.await?.map_err(|(e, _)| e)?;
-    }
-    Ok(())
-}
-
 fn spawn(
     stack: &Stack,
     args: &Args,
@@ -66,29 +46,20 @@ fn spawn(
     group: &str,
     max_crash: u32,
 ) -> anyhow::Result<tokio::process::Child> {
-    let cmd = docflow_bench::testbed_command(stack, args.work_ms, args.workers)?;
-    Ok(tokio::process::Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .args([
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--buffer",
-            "0",
-            "--max-crash-deliveries",
-            &max_crash.to_string(),
-            // Static membership: the next replica takes the dead one's partitions at once,
-            // so the drain measures the work, not the group's session timeout.
-            "--group-instance-id",
-            &format!("{group}-replica"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?)
+    Ok(
+        docflow_bench::testbed_process(stack, args.work_ms, args.workers, topic, group)?
+            .args([
+                "--buffer",
+                "0",
+                "--max-crash-deliveries",
+                &max_crash.to_string(),
+                // Static membership: the next replica takes the dead one's partitions at
+                // once, so the drain measures the work, not the group's session timeout.
+                "--group-instance-id",
+                &format!("{group}-replica"),
+            ])
+            .spawn()?,
+    )
 }
 
 async fn wait_committed(stack: &Stack, group: &str, topic: &str, n: i64) -> anyhow::Result<()> {
@@ -113,7 +84,12 @@ async fn drain(
 ) -> anyhow::Result<Drain> {
     let topic = stack.topic("bench-quarantine", 4).await?;
     let group = unique_name("quarantine");
-    produce(stack, &topic, args.records).await?;
+    let key = topic.clone();
+    docflow_bench::produce(&stack.kafka(), &topic, args.records, None, move |i| {
+        let id = format!("{key}-{i:06}");
+        (id.clone(), id)
+    })
+    .await?;
     let n = i64::try_from(args.records)?;
     let max_crash = kill.unwrap_or(3);
     if kill.is_some() {

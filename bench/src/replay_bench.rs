@@ -12,7 +12,6 @@
 //! `bench/results/replay.md`.
 
 use std::fmt::Write as _;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -90,22 +89,9 @@ fn plan_args(stack: &Stack, group: &str, topic: &str) -> PlanArgs {
 /// The live group over the backlog: a testbed process from start to the last commit.
 async fn live_rate(stack: &Stack, topic: &str, n: usize) -> anyhow::Result<Duration> {
     let group = unique_name("live");
-    let cmd = testbed_command(stack)?;
     let start = Instant::now();
-    let mut child = tokio::process::Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .args([
-            "--topic",
-            topic,
-            "--group",
-            &group,
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
+    let mut child =
+        docflow_bench::testbed_process(stack, WORK_MS, WORKERS, topic, &group)?.spawn()?;
     loop {
         let done = stack.committed(&group, topic).await?;
         if done >= i64::try_from(n)? {
