@@ -249,7 +249,10 @@ impl OcrEmbeddings {
         while let Some(page) = read.try_next().await.map_err(Failed::Read)? {
             if let Some(progress) = keep {
                 for p in &page.pages {
-                    progress.keep(&page_text(p)).await.map_err(Failed::Keep)?;
+                    progress
+                        .keep(&page_text(p.clone()))
+                        .await
+                        .map_err(Failed::Keep)?;
                 }
             }
             out.absorb(page);
@@ -278,13 +281,13 @@ enum Failed {
 }
 
 /// A page as the result store keeps it.
-fn page_text(p: &Page) -> PageText {
+fn page_text(p: Page) -> PageText {
     PageText {
         page: p.page,
         source: TextSource::parse(&p.source).unwrap_or(TextSource::Ocr),
         confidence: p.confidence,
-        text: p.text.clone(),
-        layout: p.layout.clone(),
+        text: p.text,
+        layout: p.layout,
     }
 }
 
@@ -322,7 +325,7 @@ impl Stage for OcrEmbeddings {
         let mut truncated_pages = Vec::new();
         let extracted_pages = extracted.pages.len();
         let mut characters_so_far = 0usize;
-        for p in extracted.pages {
+        for p in extracted.pages.into_iter().map(page_text) {
             let unread = p.layout.as_ref().map_or(0, |l| l.unread_boxes);
             if unread > 0 {
                 self.metrics.dropped_boxes.inc_by(unread as u64);
@@ -334,10 +337,9 @@ impl Stage for OcrEmbeddings {
                     "page truncated: more text boxes than the per-page cap"
                 );
             }
-            let source = TextSource::parse(&p.source).unwrap_or(TextSource::Ocr);
             self.metrics
                 .pages
-                .with_label_values(&[source.as_str()])
+                .with_label_values(&[p.source.as_str()])
                 .inc();
             let pieces = self
                 .batcher
@@ -363,13 +365,7 @@ impl Stage for OcrEmbeddings {
                 text: c.text,
                 vector: Vec::new(),
             }));
-            pages.push(PageText {
-                page: p.page,
-                source,
-                confidence: p.confidence,
-                text: p.text,
-                layout: p.layout,
-            });
+            pages.push(p);
         }
         let vectors = self
             .embed(chunks.iter().map(|c| c.text.clone()).collect())
