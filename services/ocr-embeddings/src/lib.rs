@@ -371,13 +371,9 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
                 return serde_json::to_vec(&planned).map_err(encode);
             }
             pages::Request::Document => extractor.extract(bytes).map_err(refusal)?,
-            pages::Request::Page(n) => pages::Extracted {
-                pages: vec![extractor.page(bytes, n).map_err(refusal)?],
-                ocr_pixels: 0,
-                memory: None,
-                cpu_seconds: None,
-                device: None,
-            },
+            pages::Request::Page(n) => {
+                pages::Extracted::of(vec![extractor.page(bytes, n).map_err(refusal)?], 0)
+            }
         };
         extracted.device = Some(device.clone());
         extracted.memory = MemoryUse::now();
@@ -413,13 +409,7 @@ pub async fn read_document(
 ) -> Result<pages::Extracted, ReadFailure> {
     use futures::TryStreamExt;
     let planned = plan_document(pool, bytes).await?;
-    let mut out = pages::Extracted {
-        pages: planned.pages,
-        ocr_pixels: planned.ocr_pixels,
-        memory: None,
-        cpu_seconds: None,
-        device: None,
-    };
+    let mut out = pages::Extracted::of(planned.pages, planned.ocr_pixels);
     let mut read = std::pin::pin!(read_pages(pool, bytes, planned.ocr, parallel));
     while let Some(page) = read.try_next().await? {
         out.absorb(page);

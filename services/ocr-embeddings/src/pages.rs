@@ -78,6 +78,18 @@ pub struct Extracted {
 }
 
 impl Extracted {
+    /// `pages` and the pixels read for them, with no worker's figures yet (a plan's pages,
+    /// or one page's, before the worker adds its memory, CPU time and device).
+    pub fn of(pages: Vec<Page>, ocr_pixels: u64) -> Self {
+        Extracted {
+            pages,
+            ocr_pixels,
+            memory: None,
+            cpu_seconds: None,
+            device: None,
+        }
+    }
+
     /// Adds the pages `other` read, its CPU time and its memory (the larger peak).
     pub fn absorb(&mut self, other: Extracted) {
         self.memory = match (self.memory, other.memory) {
@@ -320,18 +332,12 @@ impl Extractor {
     /// The pages of `bytes` (type sniffed from the bytes), one after the other.
     pub fn extract(&mut self, bytes: &[u8]) -> Result<Extracted, PageError> {
         let planned = self.plan(bytes)?;
-        let mut pages = planned.pages;
+        let mut out = Extracted::of(planned.pages, planned.ocr_pixels);
         for number in planned.ocr {
-            pages.push(self.page(bytes, number)?);
+            out.pages.push(self.page(bytes, number)?);
         }
-        pages.sort_by_key(|p| p.page);
-        Ok(Extracted {
-            pages,
-            ocr_pixels: planned.ocr_pixels,
-            memory: None,
-            cpu_seconds: None,
-            device: None,
-        })
+        out.pages.sort_by_key(|p| p.page);
+        Ok(out)
     }
 
     /// What each page of `bytes` needs, the limits checked; the pages that need no OCR

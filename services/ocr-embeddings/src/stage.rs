@@ -214,13 +214,7 @@ impl OcrEmbeddings {
             }
             _ => Vec::new(),
         };
-        let mut out = Extracted {
-            pages: planned.pages,
-            ocr_pixels: planned.ocr_pixels,
-            memory: None,
-            cpu_seconds: None,
-            device: None,
-        };
+        let mut out = Extracted::of(planned.pages, planned.ocr_pixels);
         let mut todo = planned.ocr;
         let mut resumed = 0;
         for page in kept {
