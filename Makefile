@@ -9,6 +9,9 @@ export DOCFLOW_PDFIUM_LIB ?= $(CURDIR)/.tools/lib/libpdfium.so
 
 CARGO ?= cargo
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+# Every service under services/ (each package is docflow-<folder>): `make run` builds their
+# binaries (the stages start theirs as their isolated workers).
+SERVICES := $(patsubst services/%,-p docflow-%,$(wildcard services/*))
 
 .DEFAULT_GOAL := help
 .PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry gpu-bundle docs-check
@@ -24,7 +27,7 @@ tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding mod
 	@./scripts/install-browser.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@$(CARGO) build --quiet -p docflow-cli -p docflow-thumbnails -p docflow-ocr-embeddings -p docflow-analytics-rollup
+	@$(CARGO) build --quiet -p docflow-cli $(SERVICES)
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 # NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.

@@ -422,7 +422,7 @@ async fn main() -> anyhow::Result<()> {
         .sqlite()
         .token(docflow_bench::TOKEN, "bench")
         .ingest_with(|c| c.max_wait = std::time::Duration::from_secs(600))
-        .ocr_embeddings()
+        .stage("ocr-embeddings")
         .start()
         .await
         .context("starting the stack")?;

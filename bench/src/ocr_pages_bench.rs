@@ -23,7 +23,10 @@ use docflow_embedded::measure::{levenshtein, words};
 use docflow_embedded::pdf::{image_pdf, noisy_rotated, text_pdf};
 use docflow_embedded::{pdfium_library, workspace_binary, workspace_root};
 use docflow_ocr_embeddings::pages::Extracted;
-use docflow_stage::isolate::{IsolationArgs, WorkerPool};
+use docflow_ocr_embeddings::{ReadAnswer, ReadWorker};
+use docflow_stage::isolate::{IsolationArgs, Workers};
+
+type WorkerPool = Workers<ReadWorker>;
 use image::{DynamicImage, GrayImage, ImageFormat};
 use pdfium_render::prelude::PdfRenderConfig;
 
@@ -256,11 +259,7 @@ fn pool_with(exe: &Path, bounded: bool, threads: Option<usize>) -> anyhow::Resul
     if bounded {
         isolation = isolation.for_workers(config.stage.consumer.workers);
     }
-    Ok(docflow_ocr_embeddings::read_pool(
-        &config.pdfium_lib,
-        &config.read,
-        isolation,
-    )?)
+    Ok(Workers::new(isolation, &config.read_settings())?)
 }
 
 /// Reads `bytes` in `pool`'s worker: the answer, the wall time, or why not.
@@ -270,7 +269,10 @@ async fn read(pool: &WorkerPool, bytes: &[u8]) -> (Result<Extracted, String>, f6
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     let parsed = answer
         .map_err(|e| format!("{}: {e}", e.class()))
-        .and_then(|b| serde_json::from_slice::<Extracted>(&b).map_err(|e| e.to_string()));
+        .and_then(|reply| match reply.value {
+            ReadAnswer::Pages(extracted) => Ok(extracted),
+            ReadAnswer::Plan(_) => Err("a plan for a document request".to_owned()),
+        });
     (parsed, ms)
 }
 

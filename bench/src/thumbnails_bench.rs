@@ -124,11 +124,13 @@ async fn head_of_line(
         worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
         max_workers: 0,
     };
-    let pool = std::sync::Arc::new(docflow_thumbnails::render_pool(
-        &pdfium_library(),
-        256,
-        limits,
-    )?);
+    let settings = docflow_thumbnails::RenderSettings {
+        pdfium_lib: pdfium_library(),
+        max_px: 256,
+    };
+    let pool = std::sync::Arc::new(docflow_stage::isolate::Workers::<
+        docflow_thumbnails::RenderWorker,
+    >::new(limits, &settings)?);
     // Two warm workers, so no start-up is measured.
     let (a, b) = tokio::join!(pool.run(&small), pool.run(&small));
     a?;
@@ -210,7 +212,9 @@ async fn main() -> anyhow::Result<()> {
         .context("starting the stack")?;
     let workers = args.workers;
     stack
-        .start_thumbnails_with(|stage| stage.stage.consumer.workers = workers)
+        .start_stage::<docflow_thumbnails::Thumbnails>(|stage| {
+            stage.stage.consumer.workers = workers
+        })
         .await?;
     let base = format!("{}/v1/documents?wait=30s", stack.ingest_url());
 

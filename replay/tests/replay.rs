@@ -462,7 +462,7 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
         .partitions(1)
         .token("tok", "acme")
         .ingest()
-        .thumbnails()
+        .stage("thumbnails")
         .start()
         .await
         .unwrap();
@@ -514,7 +514,7 @@ async fn resetting_a_stage_reprocesses_the_range_and_rewrites_nothing() {
     assert_eq!(stack.committed(&group, &uploaded).await.unwrap(), 1);
 
     // Back: it works through offsets 1 and 2 again and commits the end.
-    stack.start_thumbnails().await.unwrap();
+    stack.start_named("thumbnails").await.unwrap();
     wait_committed(
         &stack,
         &group,
@@ -660,7 +660,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         .partitions(2)
         .token("tok", "acme")
         .ingest()
-        .thumbnails()
+        .stage("thumbnails")
         .start()
         .await
         .unwrap();

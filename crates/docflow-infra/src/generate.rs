@@ -455,7 +455,7 @@ fn ingest(plan: &PlanFile, files: &mut Files) -> Result<(), InfraError> {
         stages = q(&plan
             .stages
             .iter()
-            .filter(|s| s.name != "analytics-rollup")
+            .filter(|s| s.results)
             .map(|s| s.name.as_str())
             .collect::<Vec<_>>()
             .join(",")),

@@ -82,6 +82,11 @@ pub struct StageSpec {
     /// Scale ahead of the lag on ingest's upload rate (KEDA's Prometheus scaler).
     #[serde(default)]
     pub rate_trigger: bool,
+    /// Records a result for each document (a stage on the stage layer): ingest's jobs
+    /// report it and `?wait=` waits for it (`DOCFLOW_INGEST_STAGES`). `false` for a group
+    /// that only reads the pipeline (the analytics rollup).
+    #[serde(default = "yes")]
+    pub results: bool,
     /// Further environment variables of the container.
     #[serde(default)]
     pub env: Vec<EnvVar>,
@@ -183,6 +188,10 @@ pub struct StagePlan {
     pub p99: String,
     /// How they were measured.
     pub measured_by: String,
+}
+
+fn yes() -> bool {
+    true
 }
 
 pub(crate) fn duration(field: &str, text: &str) -> Result<Duration, InfraError> {

@@ -11,7 +11,7 @@ use docflow_stage::isolate::WorkerInvocation;
 
 fn main() -> std::io::Result<()> {
     let Some(worker) = WorkerInvocation::from_args() else {
-        eprintln!("started by a WorkerPool only (see crates/docflow-stage/src/isolate.rs)");
+        eprintln!("started by a WorkerPool only (see crates/docflow-stage/src/isolate/mod.rs)");
         std::process::exit(2);
     };
     worker.serve(|job| {

@@ -45,10 +45,12 @@ mod layer;
 mod ledger;
 #[cfg(feature = "media")]
 pub mod media;
+pub mod service;
 
 pub use args::StageArgs;
 pub use layer::{StageHandler, run_until};
 pub use ledger::StoreLedger;
+pub use service::{LocalTools, StageService, main};
 
 /// Error classes the layer assigns (the `docflow.dlq.error.class` of its dead letters).
 pub mod class {
@@ -62,6 +64,18 @@ pub mod class {
     pub const OBJECT_STORE: &str = "object_store";
     /// The object named by the event is not there (transient: it may be replicating).
     pub const BLOB_MISSING: &str = "blob_missing";
+
+    // Shared by the stages that read documents (their workers' refusals).
+
+    /// Not a PDF, PNG, JPEG or TIFF.
+    pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
+    /// The PDF or image is corrupt, encrypted or has no pages.
+    pub const UNREADABLE: &str = "unreadable";
+    /// Over a page, pixel or size limit.
+    pub const OVER_LIMITS: &str = "over_limits";
+    /// A worker cannot use its libraries or models (pdfium, OCR): a problem of the replica,
+    /// retried, whatever the document.
+    pub const SETUP: &str = "setup";
 }
 
 /// A stage: its name, its version and its work on one verified document.

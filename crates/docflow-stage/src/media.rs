@@ -49,6 +49,21 @@ pub enum MediaError {
     },
 }
 
+impl MediaError {
+    /// As a worker's refusal, with the shared classes of [`crate::class`]: a library that
+    /// does not load is the replica's problem (retried), the rest the document's.
+    pub fn refusal(&self) -> crate::isolate::Refusal {
+        use crate::class;
+        use crate::isolate::Refusal;
+        match self {
+            MediaError::Library { .. } => Refusal::transient(class::SETUP, self),
+            MediaError::Unsupported => Refusal::new(class::UNSUPPORTED_TYPE, self),
+            MediaError::Image(_) => Refusal::new(class::UNREADABLE, self),
+            MediaError::TooLarge { .. } => Refusal::new(class::OVER_LIMITS, self),
+        }
+    }
+}
+
 /// pdfium binds once per process (its bindings are global).
 static PDFIUM: OnceLock<Pdfium> = OnceLock::new();
 

@@ -12,16 +12,16 @@
 //! ([`docflow_stage::isolate`]); embedding runs in this process, one model shared by every
 //! in-flight document through a token-budget batcher ([`docflow_embed::Batcher`]).
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use docflow_config::TelemetryArgs;
 use docflow_embed::{Batcher, EmbedArgs, Embedder};
-use docflow_stage::StageArgs;
 use docflow_stage::isolate::{
-    self, IsolationArgs, IsolationError, MemoryUse, WorkerInvocation, WorkerPool,
+    self, Isolated, IsolationArgs, IsolationError, MemoryUse, Refusal, Reply, StartError, Workers,
 };
+use docflow_stage::service::BuildError;
+use docflow_stage::{LocalTools, StageArgs, StageService};
 
 pub mod ocr;
 pub mod pages;
@@ -81,8 +81,9 @@ pub struct Config {
     pub telemetry: TelemetryArgs,
 }
 
-/// How pages are read, and the limits of one document.
-#[derive(Debug, Clone, clap::Args)]
+/// How pages are read, and the limits of one document (the page-reading workers' settings,
+/// with `--pdfium-lib`).
+#[derive(Debug, Clone, clap::Args, serde::Serialize, serde::Deserialize)]
 pub struct ReadArgs {
     /// Directory of the PP-OCR models (`PP-OCRv6_det_small.onnx`, `PP-OCRv6_rec_small.onnx`,
     /// `ch_ppocr_mobile_v2.0_cls_mobile.onnx`; `make tools` links it as .tools/models/ppocr).
@@ -167,31 +168,6 @@ pub struct ReadArgs {
 }
 
 impl ReadArgs {
-    /// The worker's arguments for these settings.
-    fn worker_args(&self, pdfium_lib: &Path) -> Vec<String> {
-        let mut args = vec!["--pdfium-lib".to_owned(), pdfium_lib.display().to_string()];
-        for (flag, value) in [
-            ("--ocr-models", self.ocr_models.display().to_string()),
-            (
-                "--onnxruntime-lib",
-                self.onnxruntime_lib.display().to_string(),
-            ),
-            ("--ocr-threads", self.ocr_threads.to_string()),
-            ("--ocr-device", self.ocr_device.clone()),
-            ("--ocr-max-side", self.ocr_max_side.to_string()),
-            ("--ocr-min-confidence", self.ocr_min_confidence.to_string()),
-            ("--ocr-orientation", self.ocr_orientation.to_string()),
-            ("--dpi", self.dpi.to_string()),
-            ("--max-pages", self.max_pages.to_string()),
-            ("--max-page-pixels", self.max_page_pixels.to_string()),
-            ("--max-total-pixels", self.max_total_pixels.to_string()),
-        ] {
-            args.push(flag.to_owned());
-            args.push(value);
-        }
-        args
-    }
-
     /// Every file reading needs, or a message that names it and `make tools`.
     pub fn check_files(&self, pdfium_lib: &Path) -> Result<(), String> {
         let det = self.ocr_models.join(ocr::DET_MODEL);
@@ -216,15 +192,6 @@ impl ReadArgs {
 }
 
 impl Config {
-    /// The stage inside a local stack (the harness, `docflow dev`): `stage` says where, the
-    /// tools are those under `tools_dir` (a checkout's `.tools`), every other setting keeps
-    /// its command-line default.
-    pub fn local(stage: StageArgs, tools_dir: &Path) -> Result<Self, clap::Error> {
-        let mut config = Self::with_tools(tools_dir)?;
-        config.stage = stage;
-        Ok(config)
-    }
-
     /// Every setting at its command-line default, the tools (libraries, models) those under
     /// `tools_dir` (a checkout's `.tools`): for benchmarks and tests of the page reading.
     pub fn with_tools(tools_dir: &Path) -> Result<Self, clap::Error> {
@@ -235,154 +202,179 @@ impl Config {
         config.embed.embed_model_dir = tools_dir.join("models/minilm");
         Ok(config)
     }
-}
 
-/// The page-reading workers: this binary's worker mode under `isolation`'s limits.
-pub fn read_pool(
-    pdfium_lib: &Path,
-    read: &ReadArgs,
-    isolation: IsolationArgs,
-) -> Result<WorkerPool, IsolationError> {
-    WorkerPool::new(isolation, read.worker_args(pdfium_lib))
-}
-
-/// The stage, its metrics registered in `registry`: the model loaded, one page-reading
-/// worker started and probed (a missing model or library fails here, naming `make tools`,
-/// rather than on every document).
-pub async fn build(
-    config: &Config,
-    registry: &prometheus::Registry,
-) -> anyhow::Result<OcrEmbeddings> {
-    config
-        .read
-        .check_files(&config.pdfium_lib)
-        .map_err(anyhow::Error::msg)?;
-    let embedder = Embedder::load(&config.embed.embed_model_dir, &config.embed.device)?;
-    tracing::info!(
-        device = embedder.device(),
-        reason = embedder.device_reason(),
-        "embedding model loaded"
-    );
-    let budget = config.embed.batch_tokens(&embedder);
-    tracing::info!(max_batch_tokens = budget, "embedding batches");
-    let batcher = Batcher::start(embedder, budget)?;
-    let isolation = config
-        .isolation
-        .clone()
-        .for_workers(config.stage.consumer.workers);
-    let pool = read_pool(&config.pdfium_lib, &config.read, isolation)?;
-    let probe = read_document(&pool, &probe_png()?, 1)
-        .await
-        .map_err(|e| anyhow::anyhow!("the page-reading worker does not work: {e}"))?;
-    tracing::info!(
-        device = probe.device.as_deref().unwrap_or("unknown"),
-        "page-reading workers ready"
-    );
-    let parallel_pages = parallel_pages(config.read.ocr_parallel_pages, &pool);
-    Ok(OcrEmbeddings::new(
-        pool,
-        batcher,
-        stage::Settings {
-            chunk_overlap: config.embed.chunk_overlap,
-            summary_sentences: config.summary_sentences,
-            parallel_pages,
-            max_chunks: config.max_chunks,
-        },
-        registry,
-    )?)
-}
-
-/// Runs the stage until `shutdown`, then drains in-flight documents and commits.
-pub async fn run_until(
-    config: Config,
-    shutdown: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    let registry = prometheus::Registry::new();
-    let stage = build(&config, &registry).await?;
-    docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
-    Ok(())
-}
-
-/// Runs the stage until SIGINT/SIGTERM.
-pub async fn run(config: Config) -> anyhow::Result<()> {
-    run_until(config, docflow_runtime::shutdown::signal()).await
-}
-
-/// The start-up probe of the workers: a 64 x 32 PNG with three dark bars, so detection,
-/// the orientation vote and recognition all run once (a blank page would skip them all).
-fn probe_png() -> anyhow::Result<Vec<u8>> {
-    let image = image::RgbImage::from_fn(64, 32, |x, y| {
-        let bar = (8..24).contains(&y) && x % 16 >= 4 && x % 16 < 12;
-        if bar {
-            image::Rgb([20, 20, 20])
-        } else {
-            image::Rgb([255, 255, 255])
+    /// What this configuration's page-reading workers are started with.
+    pub fn read_settings(&self) -> ReadSettings {
+        ReadSettings {
+            pdfium_lib: self.pdfium_lib.clone(),
+            read: self.read.clone(),
         }
-    });
-    let mut png = Vec::new();
-    image::DynamicImage::ImageRgb8(image)
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
-    Ok(png)
+    }
 }
 
-/// What a page-reading worker is started with (after the isolation arguments).
-#[derive(Debug, Parser)]
-#[command(no_binary_name = true)]
-struct WorkerConfig {
-    #[arg(long)]
-    pdfium_lib: PathBuf,
-    #[command(flatten)]
-    read: ReadArgs,
+/// What a page-reading worker is started with.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReadSettings {
+    /// Path of `libpdfium.so`.
+    pub pdfium_lib: PathBuf,
+    /// How pages are read.
+    pub read: ReadArgs,
 }
 
-/// The page-reading worker: this binary started by the stage's [`WorkerPool`]. Loads pdfium
-/// and the OCR models, limits itself and reads documents from stdin until the stage closes
-/// it. Answers are JSON [`pages::Extracted`]; refusals are `class\nmessage`.
-pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
-    let config = WorkerConfig::try_parse_from(&worker.stage_args)?;
-    let read = &config.read;
-    let engine = ocr::Ocr::load(ocr::OcrConfig {
-        models: read.ocr_models.clone(),
-        runtime: read.onnxruntime_lib.clone(),
-        threads: read.ocr_threads,
-        max_side: read.ocr_max_side,
-        min_confidence: read.ocr_min_confidence,
-        orientation: read.ocr_orientation,
-        device: ocr::OcrDevice::parse(&read.ocr_device).unwrap_or_default(),
-    })?;
-    let device = format!("{} ({})", engine.device(), engine.device_reason());
-    let limits = pages::Limits {
-        max_pages: read.max_pages,
-        max_page_pixels: read.max_page_pixels,
-        max_total_pixels: read.max_total_pixels,
-        dpi: read.dpi,
-        max_side: read.ocr_max_side,
-    };
-    let mut extractor = pages::Extractor::new(&config.pdfium_lib, engine, limits)?;
-    worker.serve(|job| {
+impl StageService for OcrEmbeddings {
+    const BINARY: &'static str = "docflow-ocr-embeddings";
+    type Config = Config;
+    type Worker = ReadWorker;
+
+    fn stage_args(config: &Config) -> &StageArgs {
+        &config.stage
+    }
+
+    fn telemetry(config: &Config) -> &TelemetryArgs {
+        &config.telemetry
+    }
+
+    fn local(stage: StageArgs, tools: &LocalTools) -> Result<Config, clap::Error> {
+        let mut config = Config::with_tools(&tools.tools_dir)?;
+        config.pdfium_lib = tools.pdfium_lib.clone();
+        config.isolation.worker_exe = tools.worker_exe.clone();
+        config.stage = stage;
+        Ok(config)
+    }
+
+    /// The model loaded, one page-reading worker started and probed (a missing model or
+    /// library fails here, naming `make tools`, rather than on every document).
+    async fn build(config: &Config, registry: &prometheus::Registry) -> Result<Self, BuildError> {
+        config.read.check_files(&config.pdfium_lib)?;
+        let embedder = Embedder::load(&config.embed.embed_model_dir, &config.embed.device)?;
+        tracing::info!(
+            device = embedder.device(),
+            reason = embedder.device_reason(),
+            "embedding model loaded"
+        );
+        let budget = config.embed.batch_tokens(&embedder);
+        tracing::info!(max_batch_tokens = budget, "embedding batches");
+        let batcher = Batcher::start(embedder, budget)?;
+        let isolation = config
+            .isolation
+            .clone()
+            .for_workers(config.stage.consumer.workers);
+        let workers = Workers::new(isolation, &config.read_settings())?;
+        let probe = read_document(&workers, &ReadWorker::probe(), 1)
+            .await
+            .map_err(|e| format!("the page-reading worker does not work: {e}"))?;
+        tracing::info!(
+            device = probe.device.as_deref().unwrap_or("unknown"),
+            "page-reading workers ready"
+        );
+        let parallel_pages = parallel_pages(config.read.ocr_parallel_pages, &workers);
+        Ok(OcrEmbeddings::new(
+            workers,
+            batcher,
+            stage::Settings {
+                chunk_overlap: config.embed.chunk_overlap,
+                summary_sentences: config.summary_sentences,
+                parallel_pages,
+                max_chunks: config.max_chunks,
+            },
+            registry,
+        )?)
+    }
+}
+
+/// A page-reading worker's answer.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub enum ReadAnswer {
+    /// To [`pages::Request::Plan`].
+    Plan(pages::Planned),
+    /// To [`pages::Request::Document`] and [`pages::Request::Page`].
+    Pages(pages::Extracted),
+}
+
+/// The page-reading worker: this binary started by the stage's [`Workers`]. Loads pdfium
+/// and the OCR models and reads one request (a plan, a document, a page) a job.
+pub struct ReadWorker {
+    extractor: pages::Extractor,
+    /// The device OCR runs on, and why.
+    device: String,
+}
+
+impl std::fmt::Debug for ReadWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadWorker")
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Isolated for ReadWorker {
+    type Settings = ReadSettings;
+    type Answer = ReadAnswer;
+    const CLASSES: &'static [&'static str] = stage::REFUSALS;
+
+    fn start(settings: ReadSettings) -> Result<Self, StartError> {
+        let read = &settings.read;
+        let engine = ocr::Ocr::load(ocr::OcrConfig {
+            models: read.ocr_models.clone(),
+            runtime: read.onnxruntime_lib.clone(),
+            threads: read.ocr_threads,
+            max_side: read.ocr_max_side,
+            min_confidence: read.ocr_min_confidence,
+            orientation: read.ocr_orientation,
+            device: ocr::OcrDevice::parse(&read.ocr_device).unwrap_or_default(),
+        })?;
+        let device = format!("{} ({})", engine.device(), engine.device_reason());
+        let limits = pages::Limits {
+            max_pages: read.max_pages,
+            max_page_pixels: read.max_page_pixels,
+            max_total_pixels: read.max_total_pixels,
+            dpi: read.dpi,
+            max_side: read.ocr_max_side,
+        };
+        let extractor = pages::Extractor::new(&settings.pdfium_lib, engine, limits)?;
+        Ok(ReadWorker { extractor, device })
+    }
+
+    fn run(&mut self, job: &[u8]) -> Result<Reply<ReadAnswer>, Refusal> {
         MemoryUse::reset_peak();
         let cpu = isolate::process_cpu_seconds();
-        let refusal = |e: pages::PageError| format!("{}\n{e}", e.class());
-        let encode = |e: serde_json::Error| format!("{}\n{e}", stage::class::OCR_FAILED);
+        let refusal = |e: pages::PageError| e.refusal();
         let (request, bytes) = pages::Request::decode(job).map_err(refusal)?;
         let mut extracted = match request {
             pages::Request::Plan => {
-                let planned = extractor.plan(bytes).map_err(refusal)?;
-                return serde_json::to_vec(&planned).map_err(encode);
+                let planned = self.extractor.plan(bytes).map_err(refusal)?;
+                return Ok(Reply::new(ReadAnswer::Plan(planned)));
             }
-            pages::Request::Document => extractor.extract(bytes).map_err(refusal)?,
+            pages::Request::Document => self.extractor.extract(bytes).map_err(refusal)?,
             pages::Request::Page(n) => {
-                pages::Extracted::of(vec![extractor.page(bytes, n).map_err(refusal)?], 0)
+                pages::Extracted::of(vec![self.extractor.page(bytes, n).map_err(refusal)?], 0)
             }
         };
-        extracted.device = Some(device.clone());
+        extracted.device = Some(self.device.clone());
         extracted.memory = MemoryUse::now();
         extracted.cpu_seconds = cpu
             .zip(isolate::process_cpu_seconds())
             .map(|(before, after)| after - before);
-        serde_json::to_vec(&extracted).map_err(encode)
-    })?;
-    Ok(())
+        Ok(Reply::new(ReadAnswer::Pages(extracted)))
+    }
+
+    /// A 64 x 32 PNG with three dark bars, so detection, the orientation vote and
+    /// recognition all run once (a blank page would skip them all).
+    fn probe() -> Vec<u8> {
+        let image = image::RgbImage::from_fn(64, 32, |x, y| {
+            let bar = (8..24).contains(&y) && x % 16 >= 4 && x % 16 < 12;
+            if bar {
+                image::Rgb([20, 20, 20])
+            } else {
+                image::Rgb([255, 255, 255])
+            }
+        });
+        let mut png = Vec::new();
+        // Encoding a small image into memory cannot fail; an empty probe would be refused.
+        let _ = image::DynamicImage::ImageRgb8(image)
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png);
+        png
+    }
 }
 
 /// Why a document's pages were not all read: the failed job's error, and its page.
@@ -391,7 +383,7 @@ pub fn serve_read_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
 pub struct ReadFailure {
     /// The page being read (`None`: the document's plan).
     pub page: Option<u32>,
-    /// What went wrong; a worker's refusal is `class\nmessage`.
+    /// What went wrong.
     #[source]
     pub error: IsolationError,
 }
@@ -403,7 +395,7 @@ pub struct ReadFailure {
 /// page fails the document (the others are stopped: their workers are killed, not left
 /// running).
 pub async fn read_document(
-    pool: &WorkerPool,
+    pool: &Workers<ReadWorker>,
     bytes: &[u8],
     parallel: usize,
 ) -> Result<pages::Extracted, ReadFailure> {
@@ -419,19 +411,25 @@ pub async fn read_document(
 }
 
 /// What each page of `bytes` needs ([`pages::Request::Plan`] in one of `pool`'s workers).
-pub async fn plan_document(pool: &WorkerPool, bytes: &[u8]) -> Result<pages::Planned, ReadFailure> {
+pub async fn plan_document(
+    pool: &Workers<ReadWorker>,
+    bytes: &[u8],
+) -> Result<pages::Planned, ReadFailure> {
     let answer = pool
         .run(&pages::Request::Plan.encode(bytes))
         .await
         .map_err(|error| ReadFailure { page: None, error })?;
-    serde_json::from_slice(&answer).map_err(|e| malformed(None, &e))
+    match answer.value {
+        ReadAnswer::Plan(planned) => Ok(planned),
+        ReadAnswer::Pages(_) => Err(malformed(None)),
+    }
 }
 
 /// Pages `numbers` of `bytes` read by OCR, each a job of its own in `pool`'s workers, up to
 /// `parallel` at once, as they finish (not in order). Dropping the stream stops the pages
 /// still being read (their workers are killed).
 pub fn read_pages<'a>(
-    pool: &'a WorkerPool,
+    pool: &'a Workers<ReadWorker>,
     bytes: &'a [u8],
     numbers: Vec<u32>,
     parallel: usize,
@@ -446,25 +444,27 @@ pub fn read_pages<'a>(
                     page: Some(n),
                     error,
                 })?;
-            serde_json::from_slice::<pages::Extracted>(&answer).map_err(|e| malformed(Some(n), &e))
+            match answer.value {
+                ReadAnswer::Pages(extracted) => Ok(extracted),
+                ReadAnswer::Plan(_) => Err(malformed(Some(n))),
+            }
         })
         .buffer_unordered(parallel.max(1))
 }
 
-/// A worker's answer that does not parse.
-fn malformed(page: Option<u32>, e: &serde_json::Error) -> ReadFailure {
+/// A worker's answer of the wrong kind.
+fn malformed(page: Option<u32>) -> ReadFailure {
     ReadFailure {
         page,
-        error: IsolationError::Job(format!(
-            "{}\nmalformed answer from the worker: {e}",
-            stage::class::OCR_FAILED
-        )),
+        error: IsolationError::Malformed {
+            detail: "an answer of the wrong kind".to_owned(),
+        },
     }
 }
 
 /// Pages of one document read at once: `setting` (0: one per core), within the pool's
 /// workers.
-pub fn parallel_pages(setting: usize, pool: &WorkerPool) -> usize {
+pub fn parallel_pages(setting: usize, pool: &Workers<ReadWorker>) -> usize {
     let wanted = if setting == 0 {
         std::thread::available_parallelism().map_or(1, usize::from)
     } else {

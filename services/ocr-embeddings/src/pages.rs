@@ -224,6 +224,16 @@ impl PageError {
             PageError::Ocr(_) => crate::stage::class::OCR_FAILED,
         }
     }
+
+    /// As the worker's refusal: `setup` (the worker cannot read anything) is retried, the
+    /// rest is the document's.
+    pub fn refusal(&self) -> docflow_stage::isolate::Refusal {
+        use docflow_stage::isolate::Refusal;
+        match self {
+            PageError::Setup(_) | PageError::Request(_) => Refusal::transient(self.class(), self),
+            _ => Refusal::new(self.class(), self),
+        }
+    }
 }
 
 impl From<MediaError> for PageError {

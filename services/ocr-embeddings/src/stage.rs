@@ -5,7 +5,7 @@
 use docflow_embed::{Batcher, EmbedError, summary};
 use docflow_events::stages::OCR_EMBEDDINGS;
 use docflow_runtime::HandlerError;
-use docflow_stage::isolate::{IsolationError, WorkerPool};
+use docflow_stage::isolate::{IsolationError, Workers};
 use docflow_stage::{ChunkRow, Document, DocumentText, Output, PageText, Stage, TextSource};
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 use serde_json::json;
@@ -20,21 +20,28 @@ pub const STAGE_VERSION: i32 = 1;
 pub const SUMMARY_CANDIDATES: usize = 256;
 
 /// The DLQ error classes of this stage (besides the layer's, the runtime's and the
-/// isolation classes `memory_limit`, `timeout`, `stalled`, `worker_crashed`).
+/// isolation classes `memory_limit`, `timeout`, `stalled`, `worker_crashed`,
+/// `malformed_answer`).
 pub mod class {
-    /// Not a PDF, PNG, JPEG or TIFF.
-    pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
-    /// The PDF or image is corrupt, encrypted or has no pages.
-    pub const UNREADABLE: &str = "unreadable";
-    /// Over a page, pixel-per-page or pixel-per-document limit.
-    pub const OVER_LIMITS: &str = "over_limits";
+    /// The classes shared by the stages that read documents: `unsupported_type`,
+    /// `unreadable`, `over_limits` (a page, pixel-per-page or pixel-per-document limit) and
+    /// `setup` (pdfium or the OCR models cannot be used by the worker: a problem of the
+    /// replica, retried).
+    pub use docflow_stage::class::{OVER_LIMITS, SETUP, UNREADABLE, UNSUPPORTED_TYPE};
     /// OCR failed on the document.
     pub const OCR_FAILED: &str = "ocr_failed";
-    /// pdfium or the OCR models cannot be used by the worker (a problem of the replica).
-    pub const SETUP: &str = "setup";
     /// The embedding model failed.
     pub const EMBEDDING: &str = "embedding";
 }
+
+/// The classes a page-reading worker refuses a document with (the first is the fallback).
+pub const REFUSALS: &[&str] = &[
+    class::UNREADABLE,
+    class::UNSUPPORTED_TYPE,
+    class::OVER_LIMITS,
+    class::OCR_FAILED,
+    class::SETUP,
+];
 
 /// Settings of the stage's own work.
 #[derive(Debug, Clone, Copy)]
@@ -126,7 +133,7 @@ impl Metrics {
 /// The stage: pages read in `pool`'s workers, embedded by `batcher`.
 #[derive(Debug)]
 pub struct OcrEmbeddings {
-    pool: WorkerPool,
+    pool: Workers<crate::ReadWorker>,
     batcher: Batcher,
     settings: Settings,
     metrics: Metrics,
@@ -135,7 +142,7 @@ pub struct OcrEmbeddings {
 impl OcrEmbeddings {
     /// The stage, its metrics registered in `registry`.
     pub fn new(
-        pool: WorkerPool,
+        pool: Workers<crate::ReadWorker>,
         batcher: Batcher,
         settings: Settings,
         registry: &Registry,
@@ -177,27 +184,15 @@ impl OcrEmbeddings {
             .map(|p| format!("page {p}: "))
             .unwrap_or_default();
         match failure.error {
-            IsolationError::Job(message) => {
-                observe("refused");
-                let (class, text) = message
-                    .split_once('\n')
-                    .unwrap_or((class::UNREADABLE, message.as_str()));
-                let class = refusal_class(class);
-                if class == class::SETUP {
-                    // The replica cannot read anything: retried, and visible in its logs.
-                    return Err(HandlerError::transient(class, format!("{at}{text}")));
-                }
-                Err(HandlerError::permanent(class, format!("{at}{text}")))
-            }
-            e @ IsolationError::Io { .. } => {
-                Err(HandlerError::transient(e.class(), format!("{at}{e}")))
-            }
-            e => {
+            IsolationError::Refused(_) => observe("refused"),
+            // Workers cannot be started: a problem of this replica (retried).
+            IsolationError::Io { .. } => {}
+            ref e => {
                 observe("killed");
                 tracing::warn!(document = %doc.event.document_id, page = failure.page, class = e.class(), error = %e, "page-reading worker failed");
-                Err(HandlerError::permanent(e.class(), format!("{at}{e}")))
             }
         }
+        Err(failure.error.into_handler_error(&at))
     }
 
     /// The plan, then the pages to OCR that no earlier delivery kept, each kept as soon as
@@ -283,20 +278,6 @@ fn page_text(p: Page) -> PageText {
         text: p.text,
         layout: p.layout,
     }
-}
-
-/// The class of a worker's refusal (one of this stage's, never text from the worker).
-fn refusal_class(class: &str) -> &'static str {
-    [
-        class::UNSUPPORTED_TYPE,
-        class::UNREADABLE,
-        class::OVER_LIMITS,
-        class::OCR_FAILED,
-        class::SETUP,
-    ]
-    .into_iter()
-    .find(|c| *c == class)
-    .unwrap_or(class::UNREADABLE)
 }
 
 /// Up to `max` items of `0..n`, evenly spaced, in order.
@@ -440,8 +421,22 @@ mod tests {
     }
 
     #[test]
-    fn worker_classes_are_only_ours() {
-        assert_eq!(refusal_class("over_limits"), class::OVER_LIMITS);
-        assert_eq!(refusal_class("<script>"), class::UNREADABLE);
+    fn every_class_the_worker_refuses_with_is_declared() {
+        use crate::pages::PageError;
+        let m = || "x".to_owned();
+        for e in [
+            PageError::Setup(m()),
+            PageError::Unsupported,
+            PageError::Pdf(m()),
+            PageError::Image(m()),
+            PageError::OverLimits(m()),
+            PageError::Ocr(m()),
+            PageError::Request(m()),
+        ] {
+            let r = e.refusal();
+            assert!(REFUSALS.contains(&r.class), "{e:?}");
+            assert_eq!(r.transient, r.class == class::SETUP, "{e:?}");
+        }
+        assert_eq!(REFUSALS[0], class::UNREADABLE, "the fallback");
     }
 }

@@ -6,13 +6,13 @@
 //! effect is keyed by sha256(bytes ‖ stage ‖ version), so a redelivery or a replay with the
 //! same stage version costs at most a render, never a second row or event (see [`stage`]).
 
-use std::future::Future;
 use std::path::PathBuf;
 
 use clap::Parser;
 use docflow_config::TelemetryArgs;
-use docflow_stage::StageArgs;
-use docflow_stage::isolate::{IsolationArgs, IsolationError, WorkerInvocation, WorkerPool};
+use docflow_stage::isolate::{Isolated, IsolationArgs, Refusal, Reply, StartError, Workers};
+use docflow_stage::service::BuildError;
+use docflow_stage::{LocalTools, StageArgs, StageService};
 
 pub mod render;
 pub mod stage;
@@ -53,95 +53,104 @@ pub struct Config {
     pub telemetry: TelemetryArgs,
 }
 
+/// What a render worker is started with.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RenderSettings {
+    /// Path of `libpdfium.so`.
+    pub pdfium_lib: PathBuf,
+    /// Longest side of a thumbnail, pixels.
+    pub max_px: u32,
+}
+
 impl Config {
-    /// The stage inside a local stack (the harness, `docflow dev`): `stage` says where, every
-    /// other setting keeps its command-line default.
-    pub fn local(stage: StageArgs, pdfium_lib: &std::path::Path) -> Result<Self, clap::Error> {
-        let mut config = Self::try_parse_from([
-            "docflow-thumbnails",
-            "--pdfium-lib",
-            &pdfium_lib.display().to_string(),
-        ])?;
-        config.stage = stage;
-        Ok(config)
+    /// What this configuration's render workers are started with.
+    pub fn render_settings(&self) -> RenderSettings {
+        RenderSettings {
+            pdfium_lib: self.pdfium_lib.clone(),
+            max_px: self.max_px,
+        }
     }
 }
 
-/// The render workers: this binary's worker mode with pdfium from `pdfium_lib`, thumbnails
-/// fitting `max_px`, under `isolation`'s limits.
-pub fn render_pool(
-    pdfium_lib: &std::path::Path,
-    max_px: u32,
-    isolation: IsolationArgs,
-) -> Result<WorkerPool, IsolationError> {
-    let worker_args = vec![
-        "--pdfium-lib".to_owned(),
-        pdfium_lib.display().to_string(),
-        "--max-px".to_owned(),
-        max_px.to_string(),
-    ];
-    WorkerPool::new(isolation, worker_args)
+/// A thumbnail as a worker answers it (the PNG travels as the reply's raw bytes).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct Rendered {
+    /// Width, pixels.
+    pub width: u32,
+    /// Height, pixels.
+    pub height: u32,
+    /// Pages of the document.
+    pub pages: u32,
 }
 
-/// The stage, its metrics registered in `registry`, with one render worker started and
-/// probed: a missing pdfium or a bad `--worker-exe` fails here, with the worker's reason,
-/// rather than on every document.
-pub async fn build(config: &Config, registry: &prometheus::Registry) -> anyhow::Result<Thumbnails> {
-    let isolation = config
-        .isolation
-        .clone()
-        .for_workers(config.stage.consumer.workers);
-    let pool = render_pool(&config.pdfium_lib, config.max_px, isolation)?;
-    pool.run(&probe_png()?)
-        .await
-        .map_err(|e| anyhow::anyhow!("the render worker does not work: {e}"))?;
-    Ok(Thumbnails::new(pool, registry)?)
+/// The render worker: this binary started by the stage's [`Workers`]. Loads pdfium and
+/// renders one document a job.
+#[derive(Debug)]
+pub struct RenderWorker(Renderer);
+
+impl Isolated for RenderWorker {
+    type Settings = RenderSettings;
+    type Answer = Rendered;
+    const CLASSES: &'static [&'static str] = stage::REFUSALS;
+
+    fn start(settings: RenderSettings) -> Result<Self, StartError> {
+        Ok(RenderWorker(Renderer::new(
+            &settings.pdfium_lib,
+            settings.max_px,
+        )?))
+    }
+
+    fn run(&mut self, job: &[u8]) -> Result<Reply<Rendered>, Refusal> {
+        let t = self.0.render(job).map_err(|e| stage::refusal(&e))?;
+        let rendered = Rendered {
+            width: t.width,
+            height: t.height,
+            pages: t.pages,
+        };
+        Ok(Reply::new(rendered).with_bytes(t.png))
+    }
+
+    /// A 1 x 1 PNG.
+    fn probe() -> Vec<u8> {
+        let mut png = Vec::new();
+        // Encoding a 1 x 1 image into memory cannot fail; an empty probe would be refused.
+        let _ = image::DynamicImage::new_rgb8(1, 1)
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png);
+        png
+    }
 }
 
-/// Runs the stage until `shutdown`, then drains in-flight documents and commits.
-pub async fn run_until(
-    config: Config,
-    shutdown: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    let registry = prometheus::Registry::new();
-    let stage = build(&config, &registry).await?;
-    docflow_stage::run_until(stage, &config.stage, registry, shutdown).await?;
-    Ok(())
-}
+impl StageService for Thumbnails {
+    const BINARY: &'static str = "docflow-thumbnails";
+    type Config = Config;
+    type Worker = RenderWorker;
 
-/// A 1 x 1 PNG: the start-up probe of the render workers.
-fn probe_png() -> anyhow::Result<Vec<u8>> {
-    let mut png = Vec::new();
-    image::DynamicImage::new_rgb8(1, 1)
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)?;
-    Ok(png)
-}
+    fn stage_args(config: &Config) -> &StageArgs {
+        &config.stage
+    }
 
-/// What a render worker is started with (after the isolation arguments).
-#[derive(Debug, Parser)]
-#[command(no_binary_name = true)]
-struct WorkerConfig {
-    #[arg(long)]
-    pdfium_lib: PathBuf,
-    #[arg(long)]
-    max_px: u32,
-}
+    fn telemetry(config: &Config) -> &TelemetryArgs {
+        &config.telemetry
+    }
 
-/// The render worker: this binary started by the stage's [`WorkerPool`]. Loads pdfium,
-/// limits itself and renders documents from stdin until the stage closes it.
-pub fn serve_render_worker(worker: WorkerInvocation) -> anyhow::Result<()> {
-    let config = WorkerConfig::try_parse_from(&worker.stage_args)?;
-    let renderer = Renderer::new(&config.pdfium_lib, config.max_px)?;
-    worker.serve(|bytes| {
-        renderer
-            .render(bytes)
-            .map(|t| stage::encode(&t))
-            .map_err(|e| stage::refusal(&e))
-    })?;
-    Ok(())
-}
+    fn local(stage: StageArgs, tools: &LocalTools) -> Result<Config, clap::Error> {
+        let mut config = Config::try_parse_from(["docflow-thumbnails"])?;
+        config.pdfium_lib = tools.pdfium_lib.clone();
+        config.isolation.worker_exe = tools.worker_exe.clone();
+        config.stage = stage;
+        Ok(config)
+    }
 
-/// Runs the stage until SIGINT/SIGTERM.
-pub async fn run(config: Config) -> anyhow::Result<()> {
-    run_until(config, docflow_runtime::shutdown::signal()).await
+    /// One render worker started and probed: a missing pdfium or a bad `--worker-exe` fails
+    /// here, with the worker's reason, rather than on every document.
+    async fn build(config: &Config, registry: &prometheus::Registry) -> Result<Self, BuildError> {
+        let isolation = config
+            .isolation
+            .clone()
+            .for_workers(config.stage.consumer.workers);
+        let workers = Workers::start(isolation, &config.render_settings())
+            .await
+            .map_err(|e| format!("the render worker does not work: {e}"))?;
+        Ok(Thumbnails::new(workers, registry)?)
+    }
 }

@@ -8,30 +8,26 @@ use docflow_stage::{Document, Output, Stage};
 use prometheus::{HistogramOpts, HistogramVec, Registry};
 use serde_json::json;
 
-use docflow_stage::isolate::{IsolationError, WorkerPool};
+use docflow_stage::class;
+use docflow_stage::isolate::{IsolationError, Refusal, Workers};
 
-use crate::render::{RenderError, Thumbnail};
-use docflow_stage::media::MediaError;
+use crate::RenderWorker;
+use crate::render::RenderError;
 
 /// Version of the thumbnail logic. Bump it when the output changes (size, renderer fix):
 /// replayed documents then get new rows and new keys instead of being skipped as done.
 pub const STAGE_VERSION: i32 = 1;
 
-/// The DLQ error classes of this stage (besides the layer's and the runtime's).
-pub mod class {
-    /// The PDF or image is corrupt, encrypted or has no pages.
-    pub const UNRENDERABLE: &str = "unrenderable";
-    /// Not a PDF, PNG, JPEG or TIFF.
-    pub const UNSUPPORTED_TYPE: &str = "unsupported_type";
-    /// libpdfium could not be used.
-    pub const PDFIUM: &str = "pdfium";
-    /// The image's header announces more pixels than a page can have.
-    pub const OVER_LIMITS: &str = "over_limits";
-    /// The renderer answered something unreadable.
-    pub const RENDER_PANIC: &str = "render_panic";
-    // The isolation classes (`memory_limit`, `timeout`, `stalled`, `worker_crashed`) come from
-    // `docflow_stage::isolate::IsolationError::class`.
-}
+/// The classes a render worker refuses a document with (the first is the fallback), beside
+/// the layer's, the runtime's and the isolation classes (`memory_limit`, `timeout`,
+/// `stalled`, `worker_crashed`, `malformed_answer`): the shared classes of stages that read
+/// documents ([`docflow_stage::class`]).
+pub const REFUSALS: &[&str] = &[
+    class::UNREADABLE,
+    class::UNSUPPORTED_TYPE,
+    class::OVER_LIMITS,
+    class::SETUP,
+];
 
 /// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
 #[derive(Debug, Clone)]
@@ -63,15 +59,18 @@ impl StageMetrics {
 /// process-wide lock for the others.
 #[derive(Debug)]
 pub struct Thumbnails {
-    pub(crate) pool: WorkerPool,
+    pub(crate) workers: Workers<RenderWorker>,
     pub(crate) metrics: StageMetrics,
 }
 
 impl Thumbnails {
-    /// The stage rendering in `pool`'s workers, its metrics registered in `registry`.
-    pub fn new(pool: WorkerPool, registry: &Registry) -> Result<Self, prometheus::Error> {
+    /// The stage rendering in `workers`, its metrics registered in `registry`.
+    pub fn new(
+        workers: Workers<RenderWorker>,
+        registry: &Registry,
+    ) -> Result<Self, prometheus::Error> {
         Ok(Thumbnails {
-            pool,
+            workers,
             metrics: StageMetrics::new(registry)?,
         })
     }
@@ -84,52 +83,12 @@ impl Thumbnails {
     }
 }
 
-/// A thumbnail as a worker answers it: width, height, pages (big-endian u32 each), PNG.
-pub(crate) fn encode(t: &Thumbnail) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + t.png.len());
-    for n in [t.width, t.height, t.pages] {
-        out.extend_from_slice(&n.to_be_bytes());
+/// A render error as a worker reports it.
+pub(crate) fn refusal(e: &RenderError) -> Refusal {
+    match e {
+        RenderError::Media(m) => m.refusal(),
+        RenderError::Pdf(_) => Refusal::new(class::UNREADABLE, e),
     }
-    out.extend_from_slice(&t.png);
-    out
-}
-
-fn decode(answer: Vec<u8>) -> Option<Thumbnail> {
-    let word = |i: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(answer.get(i..i + 4)?.try_into().ok()?))
-    };
-    let (width, height, pages) = (word(0)?, word(4)?, word(8)?);
-    Some(Thumbnail {
-        png: answer.get(12..)?.to_vec(),
-        width,
-        height,
-        pages,
-    })
-}
-
-/// A render error as a worker reports it: its class, a newline, the message.
-pub(crate) fn refusal(e: &RenderError) -> String {
-    let class = match e {
-        RenderError::Media(MediaError::Unsupported) => class::UNSUPPORTED_TYPE,
-        RenderError::Media(MediaError::Library { .. }) => class::PDFIUM,
-        RenderError::Pdf(_) | RenderError::Media(MediaError::Image(_)) => class::UNRENDERABLE,
-        RenderError::Media(MediaError::TooLarge { .. }) => class::OVER_LIMITS,
-    };
-    format!("{class}\n{e}")
-}
-
-/// The class of a worker's refusal (one of this stage's, never text from the worker).
-fn refusal_class(message: &str) -> &'static str {
-    let class = message.split('\n').next().unwrap_or_default();
-    [
-        class::UNSUPPORTED_TYPE,
-        class::PDFIUM,
-        class::OVER_LIMITS,
-        class::UNRENDERABLE,
-    ]
-    .into_iter()
-    .find(|c| *c == class)
-    .unwrap_or(class::UNRENDERABLE)
 }
 
 impl Stage for Thumbnails {
@@ -138,26 +97,21 @@ impl Stage for Thumbnails {
 
     async fn process(&self, doc: &Document) -> Result<Output, HandlerError> {
         let clock = std::time::Instant::now();
-        let rendered = self.pool.run(&doc.bytes).await;
+        let rendered = self.workers.run(&doc.bytes).await;
         let elapsed = clock.elapsed().as_secs_f64();
-        let thumb = match rendered {
-            Ok(answer) => decode(answer).ok_or_else(|| {
-                HandlerError::permanent(class::RENDER_PANIC, "malformed answer from the worker")
-            })?,
-            Err(IsolationError::Job(message)) => {
-                self.observe("unrenderable", elapsed);
-                let class = refusal_class(&message);
-                let message = message.split_once('\n').map_or(message.as_str(), |m| m.1);
-                return Err(HandlerError::permanent(class, message));
-            }
-            Err(e @ IsolationError::Io { .. }) => {
-                // Workers cannot be started: a problem of this replica, not the document.
-                return Err(HandlerError::transient(e.class(), e));
-            }
+        let (thumb, png) = match rendered {
+            Ok(reply) => (reply.value, reply.bytes),
             Err(e) => {
-                self.observe("killed", elapsed);
-                tracing::warn!(document = %doc.event.document_id, class = e.class(), error = %e, "render worker failed");
-                return Err(HandlerError::permanent(e.class(), e));
+                match e {
+                    IsolationError::Refused(_) => self.observe("unrenderable", elapsed),
+                    // Workers cannot be started: a problem of this replica (retried).
+                    IsolationError::Io { .. } => {}
+                    _ => {
+                        self.observe("killed", elapsed);
+                        tracing::warn!(document = %doc.event.document_id, class = e.class(), error = %e, "render worker failed");
+                    }
+                }
+                return Err(e.into_handler_error(""));
             }
         };
         self.observe("ok", elapsed);
@@ -171,10 +125,8 @@ impl Stage for Thumbnails {
             "thumbnail rendered"
         );
         let summary = json!({
-            "width": width, "height": height, "pages": pages, "png_bytes": thumb.png.len()
+            "width": width, "height": height, "pages": pages, "png_bytes": png.len()
         });
-        Ok(Output::default()
-            .artifact("png", thumb.png)
-            .summary(summary))
+        Ok(Output::default().artifact("png", png).summary(summary))
     }
 }

@@ -8,15 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use docflow_embedded::{pdfium_library, workspace_binary, workspace_root};
-use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
-use docflow_events::{DocUploaded, stage_keys};
-use docflow_stage::{Document, Stage, StageArgs};
+use docflow_stage::StageArgs;
 
 /// Arguments of `docflow calibrate`.
 #[derive(Debug, Args)]
 pub(crate) struct CalibrateArgs {
-    /// `thumbnails` or `ocr-embeddings`.
+    /// The stage (`thumbnails`, `ocr-embeddings`: any of the pipeline's stages).
     #[arg(long)]
     stage: String,
     /// Directory of sample documents (what the stage sees in production, ideally).
@@ -25,44 +22,6 @@ pub(crate) struct CalibrateArgs {
     /// Times each sample is processed (after one warm-up each).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-}
-
-async fn measure<S: Stage>(
-    stage: &S,
-    docs: &[(String, Bytes)],
-    runs: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut times = Vec::new();
-    for (name, bytes) in docs {
-        let (document_id, idempotency_key) = stage_keys(bytes, S::NAME, S::VERSION);
-        let doc = Document {
-            event: DocUploaded {
-                document_id,
-                tenant_id: "calibrate".into(),
-                object_uri: format!("calibrate/{name}"),
-                content_type: String::new(),
-                size_bytes: i64::try_from(bytes.len())?,
-                original_file_name: Some(name.clone()),
-                uploaded_at: 0,
-                producer_version: "docflow-calibrate".into(),
-            },
-            bytes: bytes.clone(),
-            idempotency_key,
-            attempt: 1,
-            progress: None,
-        };
-        for run in 0..=runs {
-            let started = Instant::now();
-            stage
-                .process(&doc)
-                .await
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-            if run > 0 {
-                times.push(started.elapsed());
-            }
-        }
-    }
-    Ok(times)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -97,34 +56,23 @@ pub(crate) async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
         "sqlite::memory:",
         &std::env::temp_dir(),
     )?;
-    let registry = prometheus::Registry::new();
     let started = Instant::now();
-    let mut times = match args.stage.as_str() {
-        THUMBNAILS => {
-            let mut config = docflow_thumbnails::Config::local(stage_args, &pdfium_library())?;
-            config.isolation.worker_exe = Some(workspace_binary("docflow-thumbnails")?);
-            let stage = docflow_thumbnails::build(&config, &registry).await?;
-            measure(&stage, &docs, args.runs).await?
-        }
-        OCR_EMBEDDINGS => {
-            let mut config = docflow_ocr_embeddings::Config::local(
-                stage_args,
-                &workspace_root().join(".tools"),
-            )?;
-            config.pdfium_lib = pdfium_library();
-            config.isolation.worker_exe = Some(workspace_binary("docflow-ocr-embeddings")?);
-            let stage = docflow_ocr_embeddings::build(&config, &registry).await?;
-            measure(&stage, &docs, args.runs).await?
-        }
-        other => anyhow::bail!("unknown stage {other:?}: thumbnails or ocr-embeddings"),
+    let Some(stage) = docflow_embedded::stages::stage(&args.stage) else {
+        anyhow::bail!(
+            "unknown stage {:?}: one of {}",
+            args.stage,
+            docflow_embedded::stages::stage_names().join(", ")
+        );
     };
+    let documents = docs.len();
+    let mut times = stage.measure(stage_args, docs, args.runs).await?;
     times.sort();
     let (p50, p99) = (percentile(&times, 50.0), percentile(&times, 99.0));
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "{}: {} documents × {} runs ({} measurements, {:.1}s): p50 {:.1} ms, p99 {:.1} ms, min {:.1} ms, max {:.1} ms, p99/p50 {:.2}",
         args.stage,
-        docs.len(),
+        documents,
         args.runs,
         times.len(),
         started.elapsed().as_secs_f64(),

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use docflow_embedded::{Stack, unique_name};
-use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
 use docflow_events::topics::DOC_PROCESSED;
 use docflow_events::{DocProcessed, EventCodec};
 use futures::StreamExt;
@@ -75,15 +74,11 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .ports(args.broker_port, args.registry_port, args.ingest_port)
         .token(DEV_TOKEN, &args.tenant)
         .ingest_with(|c| {
-            c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()];
+            c.stages = docflow_embedded::stages::stage_names();
             c.admin_tokens = vec![DEV_ADMIN_TOKEN.to_owned()];
-            c.console_groups = [
-                THUMBNAILS,
-                OCR_EMBEDDINGS,
-                docflow_store::analytics::LIVE_GROUP,
-            ]
-            .map(str::to_owned)
-            .to_vec();
+            c.console_groups = docflow_embedded::stages::stage_names();
+            c.console_groups
+                .push(docflow_store::analytics::LIVE_GROUP.to_owned());
         })
         .start()
         .await?;
@@ -98,10 +93,14 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(10))?;
     schemas::register_all(&codec).await?;
     step(&format!("ingest API at {}", stack.ingest_url()));
-    stack.start_thumbnails().await?;
-    step("thumbnails stage started (group thumbnails)");
-    stack.start_ocr_embeddings().await?;
-    step("ocr-embeddings stage started (group ocr-embeddings; models loaded)");
+    for stage in docflow_embedded::STAGES {
+        stage.start(&mut stack).await?;
+        step(&format!(
+            "{} stage started (group {})",
+            stage.name,
+            stack.group(stage.name)
+        ));
+    }
     stack.start_analytics().await?;
     step("analytics rollup started (group analytics-rollup)");
     step(&format!(
@@ -251,13 +250,13 @@ async fn analytics(ingest: &str, uploads: usize) -> anyhow::Result<()> {
             .json()
             .await?;
         let totals = &body["totals"];
-        let stage_results: i64 = [THUMBNAILS, OCR_EMBEDDINGS]
+        let stage_results: i64 = docflow_embedded::STAGES
             .iter()
-            .flat_map(|s| totals["stages"][s].as_object().into_iter().flatten())
+            .flat_map(|s| totals["stages"][s.name].as_object().into_iter().flatten())
             .filter_map(|(_, n)| n.as_i64())
             .sum();
         let done = totals["documents"].as_i64() == Some(uploads as i64)
-            && stage_results >= 2 * uploads as i64;
+            && stage_results >= (docflow_embedded::STAGES.len() * uploads) as i64;
         if done || tokio::time::Instant::now() >= deadline {
             println!(
                 "    tenant {}: {} uploads, {} bytes, dead-lettered {}",
@@ -336,7 +335,11 @@ async fn read_back(
     // One event per document and stage.
     let mut want: HashMap<(&str, &str), &Uploaded> = uploaded
         .iter()
-        .flat_map(|u| [THUMBNAILS, OCR_EMBEDDINGS].map(|s| ((u.id.as_str(), s), u)))
+        .flat_map(|u| {
+            docflow_embedded::STAGES
+                .iter()
+                .map(move |s| ((u.id.as_str(), s.name), u))
+        })
         .collect();
     let mut stream = consumer.stream();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -120,7 +120,7 @@ async fn upload_sends_files_through_the_api() {
         .partitions(2)
         .token("t0k", "acme")
         .ingest()
-        .thumbnails()
+        .stage("thumbnails")
         .start()
         .await
         .unwrap();

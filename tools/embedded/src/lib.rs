@@ -29,8 +29,10 @@ pub mod measure;
 pub mod pdf;
 pub mod process;
 mod stack;
+pub mod stages;
 
 pub use stack::{KeyValue, Stack, StackBuilder, Topics};
+pub use stages::{PipelineStage, STAGES};
 
 /// Environment variable naming the broker binary (overrides the search below).
 pub const BROKER_BIN_ENV: &str = "DOCFLOW_BROKER_BIN";
@@ -90,6 +92,9 @@ pub enum EmbeddedError {
         #[source]
         source: rdkafka::error::KafkaError,
     },
+    /// A stage that is not in [`STAGES`].
+    #[error("no stage {0:?} in docflow_embedded::STAGES")]
+    UnknownStage(String),
     /// Something the harness waited for did not happen in time.
     #[error("timed out: {0}")]
     Timeout(String),

@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), docflow_embedded::EmbeddedError> {
 //! use docflow_embedded::Stack;
-//! let stack = Stack::builder().token("tok", "alice").ingest().thumbnails().start().await?;
+//! let stack = Stack::builder().token("tok", "alice").ingest().stage("thumbnails").start().await?;
 //! // POST to stack.ingest_url(), read stack.topics.processed, ...
 //! stack.stop().await?;
 //! # Ok(()) }
@@ -23,10 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
-use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
 use docflow_events::topics::{DOC_PROCESSED, DOC_UPLOADED, partitions};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
-use docflow_stage::StageArgs;
+use docflow_stage::{StageArgs, StageService};
 use docflow_store::scratch::ScratchDb;
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -35,10 +34,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{
-    Broker, EmbeddedError, EmbeddedRegistry, Storage, io, pdfium_library, unique_name,
-    workspace_binary, workspace_root,
-};
+use crate::{Broker, EmbeddedError, EmbeddedRegistry, Storage, io, unique_name, workspace_root};
 
 /// A record as read back: (key, value).
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -70,8 +66,7 @@ pub struct StackBuilder {
     ingest_port: Option<u16>,
     tokens: Vec<(String, String)>,
     ingest: Option<IngestTweak>,
-    thumbnails: bool,
-    ocr_embeddings: bool,
+    stages: Vec<String>,
     sqlite: bool,
 }
 
@@ -83,8 +78,7 @@ impl std::fmt::Debug for StackBuilder {
             .field("pipeline_names", &self.pipeline_names)
             .field("state_dir", &self.state_dir)
             .field("ingest", &self.ingest.is_some())
-            .field("thumbnails", &self.thumbnails)
-            .field("ocr_embeddings", &self.ocr_embeddings)
+            .field("stages", &self.stages)
             .finish_non_exhaustive()
     }
 }
@@ -160,16 +154,10 @@ impl StackBuilder {
         self
     }
 
-    /// Run the thumbnails stage in process.
-    pub fn thumbnails(mut self) -> Self {
-        self.thumbnails = true;
-        self
-    }
-
-    /// Run the ocr-embeddings stage in process (its page-reading workers are the real
-    /// `docflow-ocr-embeddings` binary).
-    pub fn ocr_embeddings(mut self) -> Self {
-        self.ocr_embeddings = true;
+    /// Run stage `name` of [`crate::STAGES`] in process, with its default configuration
+    /// (its isolated workers are the workspace's built binary of it).
+    pub fn stage(mut self, name: &str) -> Self {
+        self.stages.push(name.to_owned());
         self
     }
 
@@ -255,30 +243,27 @@ impl StackBuilder {
             _temp: temp,
         };
         // Ingest reports (and `?wait=` waits for) the stages this stack runs.
-        let running: Vec<String> = [
-            (self.thumbnails, THUMBNAILS),
-            (self.ocr_embeddings, OCR_EMBEDDINGS),
-        ]
-        .into_iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, name)| name.to_owned())
-        .collect();
+        let running = self
+            .stages
+            .iter()
+            .map(|name| {
+                crate::stages::stage(name).ok_or_else(|| EmbeddedError::UnknownStage(name.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<String> = running.iter().map(|s| s.name.to_owned()).collect();
         if let Some(tweak) = self.ingest {
-            let tweak: IngestTweak = if running.is_empty() {
+            let tweak: IngestTweak = if names.is_empty() {
                 tweak
             } else {
                 Box::new(move |config: &mut docflow_ingest::Config| {
-                    config.stages = running;
+                    config.stages = names;
                     tweak(config);
                 })
             };
             stack.start_ingest(self.ingest_port, tweak).await?;
         }
-        if self.thumbnails {
-            stack.start_thumbnails().await?;
-        }
-        if self.ocr_embeddings {
-            stack.start_ocr_embeddings().await?;
+        for stage in running {
+            stage.start(&mut stack).await?;
         }
         Ok(stack)
     }
@@ -356,8 +341,7 @@ impl Stack {
             ingest_port: None,
             tokens: Vec::new(),
             ingest: None,
-            thumbnails: false,
-            ocr_embeddings: false,
+            stages: Vec::new(),
             sqlite: false,
         }
     }
@@ -492,32 +476,31 @@ impl Stack {
         Ok(())
     }
 
-    /// Starts the thumbnails stage in process (libpdfium from [`pdfium_library`]).
-    pub async fn start_thumbnails(&mut self) -> Result<(), EmbeddedError> {
-        self.start_thumbnails_with(|_| {}).await
+    /// Starts stage `name` of [`crate::STAGES`] in process with its default configuration.
+    pub async fn start_named(&mut self, name: &str) -> Result<(), EmbeddedError> {
+        crate::stages::stage(name)
+            .ok_or_else(|| EmbeddedError::UnknownStage(name.to_owned()))?
+            .start(self)
+            .await
     }
 
-    /// Starts the thumbnails stage in process with `tweak` applied to its configuration
-    /// (workers, thumbnail size).
-    pub async fn start_thumbnails_with(
+    /// Starts stage `S` in process (its tools from the workspace's `.tools`, its workers the
+    /// workspace's built binary of it) with `tweak` applied to its configuration (workers,
+    /// limits, sizes).
+    pub async fn start_stage<S: StageService>(
         &mut self,
-        tweak: impl FnOnce(&mut docflow_thumbnails::Config),
+        tweak: impl FnOnce(&mut S::Config),
     ) -> Result<(), EmbeddedError> {
-        let mut config =
-            docflow_thumbnails::Config::local(self.stage_args(THUMBNAILS)?, &pdfium_library())?;
-        // The stage runs in this process; its render workers are the real binary.
-        config.isolation.worker_exe = Some(workspace_binary("docflow-thumbnails")?);
+        let mut config = S::local(
+            self.stage_args(S::NAME)?,
+            &crate::stages::local_tools::<S>()?,
+        )?;
         tweak(&mut config);
         // Started and probed here, so a failure is this call's error, not the task's.
         let registry = prometheus::Registry::new();
-        let stage = docflow_thumbnails::build(&config, &registry)
-            .await
-            .map_err(|e| EmbeddedError::Service {
-                name: THUMBNAILS,
-                source: e.into(),
-            })?;
-        self.spawn(THUMBNAILS, move |shutdown| async move {
-            docflow_stage::run_until(stage, &config.stage, registry, shutdown).await
+        let stage = crate::stages::build::<S>(&config, &registry).await?;
+        self.spawn(S::NAME, move |shutdown| async move {
+            docflow_stage::run_until(stage, S::stage_args(&config), registry, shutdown).await
         });
         Ok(())
     }
@@ -544,38 +527,6 @@ impl Stack {
         ])?;
         self.spawn(docflow_analytics_rollup::GROUP, move |shutdown| {
             docflow_analytics_rollup::run_until(config, shutdown)
-        });
-        Ok(())
-    }
-
-    /// Starts the ocr-embeddings stage in process (pdfium from [`pdfium_library`], models and
-    /// onnxruntime from the workspace's `.tools/`).
-    pub async fn start_ocr_embeddings(&mut self) -> Result<(), EmbeddedError> {
-        self.start_ocr_embeddings_with(|_| {}).await
-    }
-
-    /// Starts the ocr-embeddings stage in process with `tweak` applied to its configuration
-    /// (limits, workers).
-    pub async fn start_ocr_embeddings_with(
-        &mut self,
-        tweak: impl FnOnce(&mut docflow_ocr_embeddings::Config),
-    ) -> Result<(), EmbeddedError> {
-        let mut config = docflow_ocr_embeddings::Config::local(
-            self.stage_args(OCR_EMBEDDINGS)?,
-            &workspace_root().join(".tools"),
-        )?;
-        config.pdfium_lib = pdfium_library();
-        config.isolation.worker_exe = Some(workspace_binary("docflow-ocr-embeddings")?);
-        tweak(&mut config);
-        let registry = prometheus::Registry::new();
-        let stage = docflow_ocr_embeddings::build(&config, &registry)
-            .await
-            .map_err(|e| EmbeddedError::Service {
-                name: OCR_EMBEDDINGS,
-                source: e.into(),
-            })?;
-        self.spawn(OCR_EMBEDDINGS, move |shutdown| async move {
-            docflow_stage::run_until(stage, &config.stage, registry, shutdown).await
         });
         Ok(())
     }

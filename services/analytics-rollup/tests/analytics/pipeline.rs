@@ -74,8 +74,8 @@ async fn groups_are_independent_and_the_api_shows_the_rollup() {
         .token(ACME, "acme")
         .token(OTHER, "other")
         .ingest()
-        .thumbnails()
-        .ocr_embeddings()
+        .stage("thumbnails")
+        .stage("ocr-embeddings")
         .start()
         .await
         .unwrap();
@@ -176,7 +176,7 @@ async fn groups_are_independent_and_the_api_shows_the_rollup() {
     }
 
     // Restarted, it catches up.
-    stack.start_thumbnails().await.unwrap();
+    stack.start_named("thumbnails").await.unwrap();
     for doc in &during {
         let id = document_id(doc);
         eventually(

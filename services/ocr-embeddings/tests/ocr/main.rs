@@ -239,7 +239,7 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
         .await
         .unwrap();
     stack
-        .start_ocr_embeddings_with(|c| {
+        .start_stage::<docflow_ocr_embeddings::OcrEmbeddings>(|c| {
             c.read.max_pages = 3;
             c.max_chunks = 4;
         })
@@ -677,7 +677,7 @@ fn dense_text_page(chars: usize) -> Vec<u8> {
 
 /// The stage's page-reading workers as the stage starts them (this package's binary in
 /// worker mode, the stage's default limits).
-fn worker_pool() -> docflow_stage::isolate::WorkerPool {
+fn worker_pool() -> docflow_stage::isolate::Workers<docflow_ocr_embeddings::ReadWorker> {
     let tools = workspace_root().join(".tools");
     let config = docflow_ocr_embeddings::Config::with_tools(&tools).unwrap();
     let isolation = docflow_stage::isolate::IsolationArgs {
@@ -685,7 +685,15 @@ fn worker_pool() -> docflow_stage::isolate::WorkerPool {
         ..config.isolation.clone()
     }
     .for_workers(config.stage.consumer.workers);
-    docflow_ocr_embeddings::read_pool(&config.pdfium_lib, &config.read, isolation).unwrap()
+    docflow_stage::isolate::Workers::new(isolation, &config.read_settings()).unwrap()
+}
+
+/// The pages a worker's answer holds.
+fn pages_of(reply: docflow_stage::isolate::Reply<docflow_ocr_embeddings::ReadAnswer>) -> Extracted {
+    match reply.value {
+        docflow_ocr_embeddings::ReadAnswer::Pages(x) => x,
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Scanners deliver pages on their side or upside down: each turn is found, undone, and
@@ -832,7 +840,7 @@ fn blank_pages_cost_no_ocr() {
 async fn a_text_layer_of_millions_of_characters_is_read_within_the_worker_limits() {
     let pool = worker_pool();
     let answer = pool.run(&dense_text_page(5_000_000)).await.unwrap();
-    let x: Extracted = serde_json::from_slice(&answer).unwrap();
+    let x = pages_of(answer);
     assert_eq!(x.pages[0].source, "text_layer");
     assert!(
         x.pages[0].text.len() >= 5_000_000,
@@ -844,7 +852,7 @@ async fn a_text_layer_of_millions_of_characters_is_read_within_the_worker_limits
     let e = pool.run(&dense_text_page(10_000_000)).await.unwrap_err();
     assert_eq!(e.class(), "memory_limit", "{e}");
     let answer = pool.run(&text_pdf(&[INVOICE])).await.unwrap();
-    let x: Extracted = serde_json::from_slice(&answer).unwrap();
+    let x = pages_of(answer);
     assert!(x.pages[0].text.contains("ACME"));
 }
 
@@ -867,7 +875,7 @@ async fn a_scan_is_read_page_by_page_across_workers_each_page_on_its_own_budget(
             ..config.isolation.clone()
         }
         .for_workers(2);
-        docflow_ocr_embeddings::read_pool(&config.pdfium_lib, &config.read, isolation).unwrap()
+        docflow_stage::isolate::Workers::new(isolation, &config.read_settings()).unwrap()
     };
     // What one page costs here, then a budget of three pages: less than the six need
     // together, more than any one of them.
@@ -875,7 +883,7 @@ async fn a_scan_is_read_page_by_page_across_workers_each_page_on_its_own_budget(
         .run(&docflow_ocr_embeddings::pages::Request::Page(1).encode(&pdf))
         .await
         .unwrap();
-    let page: Extracted = serde_json::from_slice(&page).unwrap();
+    let page = pages_of(page);
     let budget = (3.0 * page.cpu_seconds.unwrap()).ceil().max(1.0);
     let pool = pool_with(Duration::from_secs_f64(budget));
     let read = docflow_ocr_embeddings::read_document(&pool, &pdf, 2)
@@ -911,10 +919,14 @@ async fn a_scan_is_read_page_by_page_across_workers_each_page_on_its_own_budget(
         .run(&docflow_ocr_embeddings::pages::Request::Page(7).encode(&pdf))
         .await
         .unwrap_err();
-    assert!(
-        e.to_string().contains("setup\nbad request: no page 7"),
-        "{e:?}"
-    );
+    match e {
+        docflow_stage::isolate::IsolationError::Refused(r) => {
+            assert_eq!(r.class, "setup", "{r:?}");
+            assert!(r.transient, "{r:?}");
+            assert_eq!(r.message, "bad request: no page 7");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The onnxruntime here is the CPU build: `--ocr-device auto` reads on the CPU and says why

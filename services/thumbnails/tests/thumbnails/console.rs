@@ -270,8 +270,8 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
         c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()];
     })
     .await;
-    s.stack.start_thumbnails().await.unwrap();
-    s.stack.start_ocr_embeddings().await.unwrap();
+    s.stack.start_named("thumbnails").await.unwrap();
+    s.stack.start_named("ocr-embeddings").await.unwrap();
     let group = s.group.clone();
 
     // The admin API: an admin token only.
@@ -379,7 +379,7 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
     b.screenshot("lag-while-stopped").await;
 
     // The stage comes back: the lag falls to 0, and the chart keeps the peak.
-    s.stack.start_thumbnails().await.unwrap();
+    s.stack.start_named("thumbnails").await.unwrap();
     b.wait_for(
         "the lag falling back to 0 after the restart",
         &format!(

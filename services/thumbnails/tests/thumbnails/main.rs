@@ -18,6 +18,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 mod console;
+mod new_stage;
 mod otel;
 
 const TOKEN: &str = "tok-alice";
@@ -44,7 +45,7 @@ impl Stack {
     /// Broker, registry, database, ingest API and the thumbnails stage in process.
     async fn start() -> Self {
         let mut s = Self::start_without_stage().await;
-        s.stack.start_thumbnails().await.unwrap();
+        s.stack.start_named("thumbnails").await.unwrap();
         s
     }
 
@@ -246,7 +247,7 @@ async fn upload_renders_serves_and_announces_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_is_woken_by_the_stage_announcement() {
     let mut s = Stack::start_without_stage_with(|c| c.wait_poll = Duration::from_secs(60)).await;
-    s.stack.start_thumbnails().await.unwrap();
+    s.stack.start_named("thumbnails").await.unwrap();
     // The listener reads every partition from a known offset before we count on it.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -440,7 +441,7 @@ fn self_referencing_pdf() -> Vec<u8> {
 async fn a_pdf_that_exhausts_memory_kills_only_its_worker() {
     let mut s = Stack::start_without_stage().await;
     s.stack
-        .start_thumbnails_with(|c| {
+        .start_stage::<docflow_thumbnails::Thumbnails>(|c| {
             c.isolation.stage_memory = 1 << 30;
             c.stage.consumer.workers = 4;
         })

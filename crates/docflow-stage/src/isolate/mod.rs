@@ -2,7 +2,7 @@
 //! an image decoder, OCR) allocate without end, spin or crash takes down one worker, never
 //! the stage.
 //!
-//! A stage owns a [`WorkerPool`]: long-lived child processes of its own executable, started
+//! A stage owns [`Workers`] (the typed layer over a [`WorkerPool`]): long-lived child processes of its own executable, started
 //! with [`WORKER_ARG`], one per concurrent job at most. Each worker limits itself
 //! (`RLIMIT_DATA`, the heap and private mappings, to `--worker-memory`; `RLIMIT_CPU` to
 //! `--worker-cpu` more seconds before each job) and the parent bounds each job by
@@ -16,7 +16,8 @@
 //!
 //! Protocol over the worker's stdin/stdout: a request is a 4-byte big-endian length and the
 //! job's bytes; an answer is one status byte (0 ok, 1 the job's own error), a 4-byte length
-//! and the payload. A worker serves jobs until its stdin closes.
+//! and the payload. A worker serves jobs until its stdin closes. Stages use it through the
+//! typed layer ([`Isolated`], [`Workers`]): settings, answers and refusals as serde values.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -27,6 +28,10 @@ use std::time::Duration;
 use clap::Args;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+mod typed;
+
+pub use typed::{InProcess, Isolated, Refusal, Reply, ServeError, StartError, Workers, serve};
 
 /// The first argument of a worker process.
 pub const WORKER_ARG: &str = "--docflow-isolated-worker";
@@ -171,9 +176,19 @@ pub enum IsolationError {
         /// Exit status and the end of its stderr.
         detail: String,
     },
-    /// The job's own error, as the worker reported it.
+    /// The job's own error, as a worker of the raw protocol reported it.
     #[error("{0}")]
     Job(String),
+    /// The worker refused the document ([`Isolated::run`]'s refusal, its class checked
+    /// against the stage's).
+    #[error("{0}")]
+    Refused(Refusal),
+    /// The worker answered something that does not decode.
+    #[error("malformed answer from the worker: {detail}")]
+    Malformed {
+        /// What was wrong with it.
+        detail: String,
+    },
     /// A worker could not be started or talked to.
     #[error("worker process {context}: {source}")]
     Io {
@@ -194,6 +209,8 @@ impl IsolationError {
             IsolationError::Stalled { .. } => "stalled",
             IsolationError::Crashed { .. } => "worker_crashed",
             IsolationError::Job(_) => "job",
+            IsolationError::Refused(r) => r.class,
+            IsolationError::Malformed { .. } => "malformed_answer",
             IsolationError::Io { .. } => "worker_io",
         }
     }
