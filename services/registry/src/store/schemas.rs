@@ -1,0 +1,296 @@
+//! Schemas: validating what a request sends (references resolved), reading schemas by id,
+//! looking one up under a subject, and which schemas refer to a subject version.
+
+use std::sync::PoisonError;
+
+use apache_avro::Schema;
+use sha2::{Digest, Sha256};
+use sqlx::{AnyPool, Row};
+
+use super::{AVRO, LIVE, Store, SubjectVersion, VersionRef};
+use crate::error::RegistryError;
+use crate::references::{self, SchemaReference};
+
+/// A parsed, normalised Avro schema ready to store.
+#[derive(Debug)]
+pub struct CandidateSchema {
+    /// Text as sent.
+    pub text: String,
+    /// References as sent.
+    pub references: Vec<SchemaReference>,
+    /// Parsed schema, self-contained (referenced types written out).
+    pub parsed: Schema,
+    /// sha256 of the normalised JSON (and of the references, when there are any): a
+    /// schema's identity is its text and what its names refer to.
+    pub fingerprint: String,
+}
+
+impl CandidateSchema {
+    /// Validates `text` as an Avro schema of `schema_type` (only AVRO is supported) that
+    /// uses no references.
+    pub fn parse(text: &str, schema_type: Option<&str>) -> Result<Self, RegistryError> {
+        Self::parse_with(text, schema_type, Vec::new(), &[])
+    }
+
+    /// [`CandidateSchema::parse`] for a schema with `references`, whose resolved texts are
+    /// `dependencies` (dependencies first).
+    fn parse_with(
+        text: &str,
+        schema_type: Option<&str>,
+        references: Vec<SchemaReference>,
+        dependencies: &[String],
+    ) -> Result<Self, RegistryError> {
+        if let Some(t) = schema_type
+            && !t.eq_ignore_ascii_case(AVRO)
+        {
+            return Err(RegistryError::InvalidSchema(format!(
+                "schema type {t} is not supported; this registry stores AVRO"
+            )));
+        }
+        let json: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| RegistryError::InvalidSchema(format!("not JSON: {e}")))?;
+        let parsed =
+            references::parse_with(text, dependencies).map_err(RegistryError::InvalidSchema)?;
+        let mut identity = normalise(&json).to_string();
+        if !references.is_empty() {
+            identity.push('\n');
+            identity.push_str(&references::to_column(&references));
+        }
+        Ok(CandidateSchema {
+            text: text.to_owned(),
+            references,
+            parsed,
+            fingerprint: hex::encode(Sha256::digest(identity.as_bytes())),
+        })
+    }
+}
+
+/// Sorts object keys recursively so that formatting and key order do not change identity.
+fn normalise(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            serde_json::Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), normalise(v)))
+                    .collect(),
+            )
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(normalise).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Most references one schema may have.
+const MAX_REFERENCES: usize = 100;
+
+impl Store {
+    /// Validates a schema as sent in a request: its references must name registered
+    /// versions, and together with them it must parse.
+    pub async fn candidate(
+        &self,
+        text: &str,
+        schema_type: Option<&str>,
+        references: Vec<SchemaReference>,
+    ) -> Result<CandidateSchema, RegistryError> {
+        if references.len() > MAX_REFERENCES {
+            return Err(RegistryError::InvalidSchema(format!(
+                "{} references; a schema may have at most {MAX_REFERENCES}",
+                references.len()
+            )));
+        }
+        let mut references = references;
+        for r in &mut references {
+            // Stored as the version it meant when the schema was registered.
+            if r.version == -1 {
+                r.version = self.referenced(r, LIVE).await?.version;
+            }
+        }
+        let dependencies = self.dependencies(&references, LIVE).await?;
+        CandidateSchema::parse_with(text, schema_type, references, &dependencies)
+    }
+
+    /// The texts of the schemas `references` name, and of theirs, dependencies first;
+    /// `deleted`: soft-deleted versions count (stored schemas), or not (new ones).
+    async fn dependencies(
+        &self,
+        references: &[SchemaReference],
+        deleted: bool,
+    ) -> Result<Vec<String>, RegistryError> {
+        docflow_events::references::dependencies(
+            references,
+            |r| (r.subject.clone(), r.version),
+            |r: SchemaReference| async move {
+                let target = self.referenced(&r, deleted).await?;
+                Ok((target.schema, target.references))
+            },
+            || RegistryError::InvalidSchema(docflow_events::references::TOO_MANY.to_owned()),
+        )
+        .await
+    }
+
+    /// The version a reference names; a missing one makes the referring schema invalid.
+    /// A new schema may only refer to live versions (`deleted` false; `-1` is then the
+    /// newest live one, as Confluent's `latest`); a stored one keeps resolving after its
+    /// references were soft-deleted.
+    pub(super) async fn referenced(
+        &self,
+        r: &SchemaReference,
+        deleted: bool,
+    ) -> Result<SubjectVersion, RegistryError> {
+        let version = if r.version == -1 {
+            VersionRef::Latest
+        } else {
+            VersionRef::parse(&r.version.to_string())?
+        };
+        self.version(&r.subject, version, deleted)
+            .await
+            .map_err(|e| match e {
+                RegistryError::SubjectNotFound(_) | RegistryError::VersionNotFound { .. } => {
+                    RegistryError::InvalidSchema(format!(
+                        "reference {} names subject '{}' version {}, which is not registered",
+                        r.name, r.subject, r.version
+                    ))
+                }
+                other => other,
+            })
+    }
+
+    /// Parses stored versions (resolving their references) with their version numbers.
+    pub(super) async fn parse_versions(
+        &self,
+        versions: &[SubjectVersion],
+    ) -> Result<Vec<(i64, Schema)>, RegistryError> {
+        let mut out = Vec::with_capacity(versions.len());
+        for v in versions {
+            // A schema id's text and references never change, and what they refer to
+            // cannot be deleted while they exist: parsed once per id.
+            let cached = self
+                .parsed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&v.id)
+                .cloned();
+            let parsed = match cached {
+                Some(p) => p,
+                None => {
+                    let dependencies = self.dependencies(&v.references, true).await?;
+                    let parsed = references::parse_with(&v.schema, &dependencies).map_err(|e| {
+                        RegistryError::InvalidSchema(format!(
+                            "stored version {} no longer parses: {e}",
+                            v.version
+                        ))
+                    })?;
+                    self.parsed
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(v.id, parsed.clone());
+                    parsed
+                }
+            };
+            out.push((v.version, parsed));
+        }
+        Ok(out)
+    }
+
+    /// Ids of the schemas that reference `subject` `version` (with a version left).
+    pub async fn referenced_by(
+        &self,
+        subject: &str,
+        version: VersionRef,
+    ) -> Result<Vec<i64>, RegistryError> {
+        let target = self.version(subject, version, true).await?;
+        referrers(&self.pool, subject, target.version, true).await
+    }
+
+    /// The version of `subject` that holds `schema`.
+    pub async fn lookup(
+        &self,
+        subject: &str,
+        schema: &CandidateSchema,
+        deleted: bool,
+    ) -> Result<SubjectVersion, RegistryError> {
+        let versions = self.versions(subject, deleted).await?;
+        let id: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM sr_schemas WHERE fingerprint = $1")
+                .bind(&schema.fingerprint)
+                .fetch_optional(&self.pool)
+                .await?;
+        id.and_then(|id| versions.into_iter().rev().find(|v| v.id == id))
+            .ok_or(RegistryError::SchemaNotRegistered)
+    }
+
+    /// Schema text and references by id. Soft-deleted versions do not hide it; an id with
+    /// no version left after permanent deletes is not found.
+    pub async fn schema_by_id(
+        &self,
+        id: i64,
+    ) -> Result<(String, Vec<SchemaReference>), RegistryError> {
+        let row = sqlx::query(
+            "SELECT s.schema_text, s.references_json FROM sr_schemas s WHERE s.id = $1 \
+             AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.id)",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            (
+                r.get::<String, _>(0),
+                references::from_column(&r.get::<String, _>(1)),
+            )
+        })
+        .ok_or_else(|| RegistryError::SchemaNotFound(id.to_string()))
+    }
+
+    /// `(subject, version)` pairs that use schema `id`.
+    pub async fn subject_versions_of_id(
+        &self,
+        id: i64,
+        deleted: bool,
+    ) -> Result<Vec<(String, i64)>, RegistryError> {
+        self.schema_by_id(id).await?;
+        let rows = sqlx::query(
+            "SELECT subject, version FROM sr_versions WHERE schema_id = $1 \
+             AND (deleted = 0 OR $2 = 1) ORDER BY subject, version",
+        )
+        .bind(id)
+        .bind(i64::from(deleted))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+}
+
+/// Ids of schemas with a version (soft-deleted ones too when `deleted`) whose references
+/// name `subject` `version`.
+pub(super) async fn referrers(
+    pool: &AnyPool,
+    subject: &str,
+    version: i64,
+    deleted: bool,
+) -> Result<Vec<i64>, RegistryError> {
+    let rows = sqlx::query(
+        "SELECT s.id, s.references_json FROM sr_schemas s WHERE s.references_json <> '[]' \
+         AND EXISTS (SELECT 1 FROM sr_versions v WHERE v.schema_id = s.id \
+         AND (v.deleted = 0 OR $1 = 1)) ORDER BY s.id",
+    )
+    .bind(i64::from(deleted))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| {
+            references::from_column(&r.get::<String, _>(1))
+                .iter()
+                .any(|x| x.subject == subject && x.version == version)
+        })
+        .map(|r| r.get::<i64, _>(0))
+        .collect())
+}
