@@ -8,16 +8,35 @@
 //! one fused query/key/value product, attention as batched products over every head), and
 //! everything between them is a loop over rows split across the cores, with a branch-free
 //! `exp` and `erf` the compiler vectorises, writing into buffers allocated once per batch.
+//! The head split and merge and the pooling are [`crate::layout`]'s, shared with the GPU
+//! path's host reference.
 
 use std::thread;
 
 use candle_core::{Device, Tensor};
 
-use crate::gpu::GpuError;
-use crate::gpu::forward::{Dims, Gemm, Ops, Trans, Weights, forward};
+use crate::gpu::forward::{Dims, Gemm, InputError, Ops, Trans, Weights, WeightsError, forward};
+use crate::layout;
 
 /// Values an operation must touch before it is split across threads.
 const MIN_PARALLEL_ELEMENTS: usize = 1 << 16;
+
+/// CPU encoder failures.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuError {
+    /// The weights could not be loaded.
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    /// candle failed (making a weight matrix a tensor, or in a matrix product).
+    #[error("candle: {0}")]
+    Tensor(#[from] candle_core::Error),
+    /// A GEMM this path does not run.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The input's sizes do not fit the model.
+    #[error("input: {0}")]
+    Input(#[from] InputError),
+}
 
 /// The host "device": f32 everywhere.
 #[derive(Debug)]
@@ -111,7 +130,7 @@ impl HostOps {
     }
 
     /// Keeps `w` (`[out, in]`, row-major) as a tensor for the products that read it.
-    fn freeze(&mut self, w: &[f32], out: usize, inp: usize) -> Result<(), GpuError> {
+    fn freeze(&mut self, w: &[f32], out: usize, inp: usize) -> Result<(), CpuError> {
         let t = Tensor::from_slice(w, (1, out, inp), &Device::Cpu)?;
         self.frozen.insert(w.as_ptr() as usize, t);
         Ok(())
@@ -155,7 +174,7 @@ impl HostOps {
     /// One GEMM (see [`Gemm`]) through candle's matrix product: the column-major
     /// `C = op(A)·op(B)` is the row-major `Cᵀ = op(B)ᵀ·op(A)ᵀ`, and with tight leading
     /// dimensions (all this pass uses) every operand is a plain view of its buffer.
-    fn gemm(&self, g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) -> Result<(), GpuError> {
+    fn gemm(&self, g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) -> Result<(), CpuError> {
         let tight = match (g.transa, g.transb) {
             (Trans::N, Trans::N) => g.lda == g.m && g.ldb == g.k,
             (Trans::T, Trans::N) => g.lda == g.k && g.ldb == g.k,
@@ -166,7 +185,7 @@ impl HostOps {
         let strided =
             g.batch == 1 || (g.stride_a == size_a && g.stride_b == size_b && g.stride_c == size_c);
         if !tight || !strided {
-            return Err(GpuError::Unsupported(format!(
+            return Err(CpuError::Unsupported(format!(
                 "a GEMM with padded leading dimensions or strides: {g:?}"
             )));
         }
@@ -204,18 +223,18 @@ impl Ops for HostOps {
     type Half = Vec<f32>;
     type Float = Vec<f32>;
     type Index = Vec<u32>;
-    type Error = GpuError;
+    type Error = CpuError;
 
-    fn half(&self, len: usize) -> Result<Vec<f32>, GpuError> {
+    fn half(&self, len: usize) -> Result<Vec<f32>, CpuError> {
         Ok(vec![0.0; len])
     }
-    fn float(&self, len: usize) -> Result<Vec<f32>, GpuError> {
+    fn float(&self, len: usize) -> Result<Vec<f32>, CpuError> {
         Ok(vec![0.0; len])
     }
-    fn index(&self, values: &[u32]) -> Result<Vec<u32>, GpuError> {
+    fn index(&self, values: &[u32]) -> Result<Vec<u32>, CpuError> {
         Ok(values.to_vec())
     }
-    fn download(&self, buffer: &Vec<f32>) -> Result<Vec<f32>, GpuError> {
+    fn download(&self, buffer: &Vec<f32>) -> Result<Vec<f32>, CpuError> {
         Ok(buffer.clone())
     }
     fn gemm_half(
@@ -224,7 +243,7 @@ impl Ops for HostOps {
         a: &Vec<f32>,
         b: &Vec<f32>,
         c: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         self.gemm(g, a, b, c)
     }
     fn gemm_float(
@@ -233,7 +252,7 @@ impl Ops for HostOps {
         a: &Vec<f32>,
         b: &Vec<f32>,
         c: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         self.gemm(g, a, b, c)
     }
     fn embed(
@@ -243,7 +262,7 @@ impl Ops for HostOps {
         seq: usize,
         w: &Weights<Vec<f32>>,
         out: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         let h = self.dims.hidden;
         let vocab = self.dims.vocab;
         self.rows(out, h, |first, part| {
@@ -271,21 +290,15 @@ impl Ops for HostOps {
         q: &mut Vec<f32>,
         k: &mut Vec<f32>,
         v: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
-        let (h, heads, d) = (self.dims.hidden, self.dims.heads, self.dims.head());
-        for t in 0..tokens {
-            let (s, p) = (t / seq, t % seq);
-            let row = &qkv[t * 3 * h..(t + 1) * 3 * h];
-            for (which, out) in [&mut *q, &mut *k, &mut *v].into_iter().enumerate() {
-                for head in 0..heads {
-                    let src = which * h + head * d;
-                    let dst = ((s * heads + head) * seq + p) * d;
-                    for j in 0..d {
-                        out[dst + j] = row[src + j] + bias[src + j];
-                    }
-                }
-            }
-        }
+    ) -> Result<(), CpuError> {
+        layout::split_heads(
+            &self.dims,
+            qkv,
+            bias,
+            tokens,
+            seq,
+            [q.as_mut_slice(), k.as_mut_slice(), v.as_mut_slice()],
+        );
         Ok(())
     }
     fn softmax(
@@ -295,7 +308,7 @@ impl Ops for HostOps {
         _sequences: usize,
         seq: usize,
         probs: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         let heads = self.dims.heads;
         self.rows(probs, seq, |first, part| {
             for (r, out) in part.chunks_mut(seq).enumerate() {
@@ -323,15 +336,8 @@ impl Ops for HostOps {
         tokens: usize,
         seq: usize,
         out: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
-        let (h, heads, d) = (self.dims.hidden, self.dims.heads, self.dims.head());
-        for t in 0..tokens {
-            let (s, p) = (t / seq, t % seq);
-            for head in 0..heads {
-                let src = ((s * heads + head) * seq + p) * d;
-                out[t * h + head * d..t * h + (head + 1) * d].copy_from_slice(&ctx[src..src + d]);
-            }
-        }
+    ) -> Result<(), CpuError> {
+        layout::merge_heads(&self.dims, ctx, tokens, seq, out);
         Ok(())
     }
     fn bias_residual_norm(
@@ -343,7 +349,7 @@ impl Ops for HostOps {
         beta: &Vec<f32>,
         _tokens: usize,
         out: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         let h = self.dims.hidden;
         self.rows(out, h, |first, part| {
             let mut v = vec![0f32; h];
@@ -365,7 +371,7 @@ impl Ops for HostOps {
         bias: &Vec<f32>,
         _tokens: usize,
         cols: usize,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), CpuError> {
         self.rows(x, cols, |_, part| {
             for row in part.chunks_mut(cols) {
                 for (v, b) in row.iter_mut().zip(bias) {
@@ -383,28 +389,8 @@ impl Ops for HostOps {
         sequences: usize,
         seq: usize,
         out: &mut Vec<f32>,
-    ) -> Result<(), GpuError> {
-        let h = self.dims.hidden;
-        for s in 0..sequences {
-            let mean = &mut out[s * h..(s + 1) * h];
-            mean.iter_mut().for_each(|m| *m = 0.0);
-            let mut count = 0f32;
-            for p in 0..seq {
-                if mask[s * seq + p] != 0 {
-                    count += 1.0;
-                    for (m, v) in mean
-                        .iter_mut()
-                        .zip(&x[(s * seq + p) * h..(s * seq + p + 1) * h])
-                    {
-                        *m += v;
-                    }
-                }
-            }
-            let count = count.max(1e-9);
-            mean.iter_mut().for_each(|m| *m /= count);
-            let norm = mean.iter().map(|m| m * m).sum::<f32>().sqrt().max(1e-12);
-            mean.iter_mut().for_each(|m| *m /= norm);
-        }
+    ) -> Result<(), CpuError> {
+        layout::pool(&self.dims, x, mask, sequences, seq, out);
         Ok(())
     }
 }
@@ -418,7 +404,7 @@ pub(crate) struct HostModel {
 }
 
 impl HostModel {
-    pub(crate) fn new(weights: Weights<Vec<f32>>, dims: Dims) -> Result<Self, GpuError> {
+    pub(crate) fn new(weights: Weights<Vec<f32>>, dims: Dims) -> Result<Self, CpuError> {
         let mut ops = HostOps::new(dims);
         let (h, i) = (dims.hidden, dims.intermediate);
         for l in &weights.layers {
@@ -436,7 +422,7 @@ impl HostModel {
         mask: &[u32],
         sequences: usize,
         seq: usize,
-    ) -> Result<Vec<Vec<f32>>, GpuError> {
+    ) -> Result<Vec<Vec<f32>>, CpuError> {
         forward(
             &self.ops,
             &self.dims,

@@ -21,12 +21,14 @@ mod batch;
 pub mod chunk;
 pub mod gpu;
 mod host;
+mod layout;
 mod model;
 pub mod summary;
 
 pub use args::{CPU_BATCH_TOKENS, EmbedArgs, GPU_BATCH_TOKENS};
 pub use batch::Batcher;
 pub use chunk::Chunk;
+pub use host::CpuError;
 pub use model::{DIMENSIONS, DeviceChoice, Embedder, MAX_TOKENS, cosine};
 
 /// Embedding failures.
@@ -59,6 +61,9 @@ pub enum EmbedError {
     /// A device that this machine cannot use was asked for (or a bad `--device`).
     #[error("device {0:?}: {1}")]
     Device(String, String),
+    /// The CPU path failed (loading its weights or embedding).
+    #[error("cpu: {0}")]
+    Cpu(#[from] CpuError),
     /// The GPU path failed while embedding.
     #[error("gpu: {0}")]
     Gpu(#[from] gpu::GpuError),

@@ -240,7 +240,8 @@ impl Embedder {
 /// The host encoder on the CPU, f32 (an f16 file is widened).
 fn cpu(dir: &Path, config: &Config) -> Result<Backend, EmbedError> {
     let dims = crate::gpu::dims(config);
-    let weights = crate::gpu::load_weights(&dir.join("model.safetensors"), &dims)?;
+    let weights = crate::gpu::load_weights(&dir.join("model.safetensors"), &dims)
+        .map_err(crate::CpuError::from)?;
     Ok(Backend::Cpu(Box::new(crate::host::HostModel::new(
         weights, dims,
     )?)))

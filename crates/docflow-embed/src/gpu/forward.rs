@@ -221,6 +221,20 @@ impl<B> Weights<B> {
 /// Host-side weights (f32), as loaded from the safetensors file.
 pub type HostWeights = Weights<Vec<f32>>;
 
+/// Why the weights could not be loaded ([`super::load_weights`], for either path).
+#[derive(Debug, thiserror::Error)]
+pub enum WeightsError {
+    /// The file could not be read, or a tensor not converted to f32.
+    #[error("weights: {0}")]
+    Read(#[from] candle_core::Error),
+    /// A tensor the model needs is not in the file.
+    #[error("weights: no tensor {0}")]
+    MissingTensor(String),
+    /// A tensor is smaller than the configuration says.
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+}
+
 /// What a device must do for the forward pass. Every kernel reads f16, computes in f32 and
 /// stores f16 (the pooled vectors: f32).
 pub trait Ops {

@@ -26,7 +26,7 @@ use candle_transformers::models::bert::Config;
 use half::f16;
 
 pub use cuda::probe;
-use forward::{Dims, HostWeights, Layer, Weights};
+use forward::{Dims, HostWeights, Layer, Weights, WeightsError};
 
 /// GPU failures.
 #[derive(Debug, thiserror::Error)]
@@ -49,15 +49,12 @@ pub enum GpuError {
     /// A model this path cannot run.
     #[error("unsupported model: {0}")]
     Unsupported(String),
-    /// The weights could not be read or converted.
-    #[error("weights: {0}")]
-    Weights(#[from] candle_core::Error),
+    /// The weights could not be read or converted (a missing or short tensor included).
+    #[error(transparent)]
+    Weights(#[from] forward::WeightsError),
     /// The input's sizes do not fit the model.
     #[error("input: {0}")]
     Input(#[from] forward::InputError),
-    /// A tensor the model needs is not in the file.
-    #[error("weights: no tensor {0}")]
-    MissingTensor(String),
 }
 
 /// The encoder's sizes from its configuration.
@@ -74,8 +71,9 @@ pub fn dims(config: &Config) -> Dims {
     }
 }
 
-/// The weights of `file` (safetensors, f32 or f16) as f32 vectors, query/key/value fused.
-pub fn load_weights(file: &Path, dims: &Dims) -> Result<HostWeights, GpuError> {
+/// The weights of `file` (safetensors, f32 or f16) as f32 vectors, query/key/value fused
+/// (what both paths load: the CPU path keeps them, the GPU path uploads them as f16).
+pub fn load_weights(file: &Path, dims: &Dims) -> Result<HostWeights, WeightsError> {
     let mut tensors = candle_core::safetensors::load(file, &Device::Cpu)?;
     // Some exports prefix every name with the architecture.
     let prefixed: Vec<String> = tensors
@@ -88,13 +86,13 @@ pub fn load_weights(file: &Path, dims: &Dims) -> Result<HostWeights, GpuError> {
             tensors.insert(k.trim_start_matches("bert.").to_owned(), t);
         }
     }
-    let mut take = |name: &str, len: usize| -> Result<Vec<f32>, GpuError> {
+    let mut take = |name: &str, len: usize| -> Result<Vec<f32>, WeightsError> {
         let t: Tensor = tensors
             .remove(name)
-            .ok_or_else(|| GpuError::MissingTensor(name.to_owned()))?;
+            .ok_or_else(|| WeightsError::MissingTensor(name.to_owned()))?;
         let v = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         if v.len() < len {
-            return Err(GpuError::Unsupported(format!(
+            return Err(WeightsError::Unsupported(format!(
                 "{name} has {} values, {len} expected",
                 v.len()
             )));

@@ -2,12 +2,15 @@
 //! accumulation, and every stored activation rounded to f16 where the device stores f16. The
 //! tests run [`super::forward::forward`] on it against candle's f32 model, which checks the
 //! layouts and strides of the GPU path — and how much fp16 storage costs — on any machine.
+//! The head split and merge and the pooling are [`crate::layout`]'s, as on the CPU path
+//! (rounded here where the device stores f16).
 
 use std::cell::RefCell;
 
 use half::f16;
 
 use super::forward::{Dims, Gemm, Ops, Trans, Weights};
+use crate::layout;
 
 /// Values rounded as an f16 buffer would hold them.
 fn round(x: f32) -> f32 {
@@ -136,19 +139,19 @@ impl Ops for HostOps {
         k: &mut Vec<f32>,
         v: &mut Vec<f32>,
     ) -> Result<(), Self::Error> {
-        let (h, heads, d) = (self.dims.hidden, self.dims.heads, self.dims.head());
-        for t in 0..tokens {
-            for c in 0..3 * h {
-                let (which, r) = (c / h, c % h);
-                let (head, j) = (r / d, r % d);
-                let (s, p) = (t / seq, t % seq);
-                let dst = ((s * heads + head) * seq + p) * d + j;
-                let value = round(qkv[t * 3 * h + c] + bias[c]);
-                match which {
-                    0 => q[dst] = value,
-                    1 => k[dst] = value,
-                    _ => v[dst] = value,
-                }
+        layout::split_heads(
+            &self.dims,
+            qkv,
+            bias,
+            tokens,
+            seq,
+            [q.as_mut_slice(), k.as_mut_slice(), v.as_mut_slice()],
+        );
+        // The kernel stores each sum in f16 (the first `tokens × hidden` values are written).
+        let written = tokens * self.dims.hidden;
+        for buffer in [q, k, v] {
+            for value in buffer.iter_mut().take(written) {
+                *value = round(*value);
             }
         }
         Ok(())
@@ -191,14 +194,8 @@ impl Ops for HostOps {
         seq: usize,
         out: &mut Vec<f32>,
     ) -> Result<(), Self::Error> {
-        let (h, heads, d) = (self.dims.hidden, self.dims.heads, self.dims.head());
-        for t in 0..tokens {
-            for c in 0..h {
-                let (head, j) = (c / d, c % d);
-                let (s, p) = (t / seq, t % seq);
-                out[t * h + c] = ctx[((s * heads + head) * seq + p) * d + j];
-            }
-        }
+        // A copy: `ctx` holds f16 values already.
+        layout::merge_heads(&self.dims, ctx, tokens, seq, out);
         Ok(())
     }
     fn bias_residual_norm(
@@ -241,25 +238,8 @@ impl Ops for HostOps {
         seq: usize,
         out: &mut Vec<f32>,
     ) -> Result<(), Self::Error> {
-        let h = self.dims.hidden;
-        for s in 0..sequences {
-            let mut mean = vec![0f32; h];
-            let mut count = 0f32;
-            for p in 0..seq {
-                if mask[s * seq + p] != 0 {
-                    count += 1.0;
-                    for (c, m) in mean.iter_mut().enumerate() {
-                        *m += x[(s * seq + p) * h + c];
-                    }
-                }
-            }
-            let count = count.max(1e-9);
-            mean.iter_mut().for_each(|m| *m /= count);
-            let norm = mean.iter().map(|m| m * m).sum::<f32>().sqrt().max(1e-12);
-            for (o, m) in out[s * h..(s + 1) * h].iter_mut().zip(mean) {
-                *o = m / norm;
-            }
-        }
+        // f32 out, as the kernel's.
+        layout::pool(&self.dims, x, mask, sequences, seq, out);
         Ok(())
     }
 }
