@@ -25,7 +25,7 @@ use docflow_autoscale::keda::{
 };
 use docflow_autoscale::plot::{Panel, Series, svg};
 use docflow_autoscale::simulate::{self, Scaling, Scenario};
-use docflow_embedded::{Stack, unique_name};
+use docflow_stack::{Stack, unique_name};
 use sqlx::Row as _;
 
 #[derive(Debug, Parser)]

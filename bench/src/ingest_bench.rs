@@ -259,7 +259,7 @@ const DATABASE_CONNECTIONS: u32 = 8;
 impl DiskAlone {
     /// A store and a job table as ingest opens them: the stack's object store with ingest's
     /// spare staged files, and a pool on the stack's database.
-    async fn open(stack: &docflow_embedded::Stack) -> anyhow::Result<Self> {
+    async fn open(stack: &docflow_stack::Stack) -> anyhow::Result<Self> {
         let blobs = docflow_store::Blobs::open(&stack.objects)?
             .keep_spare_files(docflow_ingest::SPARE_FILES);
         let pool = docflow_store::open(&stack.database_url, DATABASE_CONNECTIONS).await?;

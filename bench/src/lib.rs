@@ -5,14 +5,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use docflow_config::{ConsumerArgs, KafkaArgs};
-use docflow_embedded::unique_name;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
+use docflow_stack::unique_name;
 
-/// p50, p99 and max of `v` (milliseconds in, milliseconds out). `v` must not be empty.
+/// p50, p99 (nearest rank, [`docflow_store::stats::quantile`]) and max of `v`
+/// (milliseconds in, milliseconds out); zeros for an empty `v`.
 pub fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
-    let at = |p: f64| v[((p / 100.0) * (v.len() as f64 - 1.0)).round() as usize];
-    (at(50.0), at(99.0), v[v.len() - 1])
+    let at = |q: f64| docflow_store::stats::quantile(&v, q).unwrap_or(0.0);
+    (at(0.50), at(0.99), at(1.0))
 }
 
 /// Runs `f(i)` for `i in 0..n` at `rate` per second, concurrently, and returns each call's
@@ -56,12 +57,12 @@ pub fn report_head(title: &str, bin: &str, setup: &str) -> String {
 /// The command line of a `docflow-testbed` replica on `stack`: `work_ms` a record,
 /// `workers` at a time (topic, group and the rest are the caller's to add).
 pub fn testbed_command(
-    stack: &docflow_embedded::Stack,
+    stack: &docflow_stack::Stack,
     work_ms: u64,
     workers: usize,
 ) -> anyhow::Result<Vec<String>> {
     Ok(vec![
-        docflow_embedded::workspace_binary("docflow-testbed")?
+        docflow_stack::workspace_binary("docflow-testbed")?
             .display()
             .to_string(),
         "--kafka-bootstrap-servers".into(),
@@ -79,7 +80,7 @@ pub fn testbed_command(
 /// [`testbed_command`]), its metrics on a free port, its output discarded, killed when
 /// dropped; callers add their own flags.
 pub fn testbed_process(
-    stack: &docflow_embedded::Stack,
+    stack: &docflow_stack::Stack,
     work_ms: u64,
     workers: usize,
     topic: &str,
@@ -107,8 +108,8 @@ pub const TOKEN: &str = "bench-token";
 
 /// The stack a benchmark measures: SQLite result store (the reports say so), ingest
 /// accepting [`TOKEN`] for tenant `bench`.
-pub fn stack() -> docflow_embedded::StackBuilder {
-    docflow_embedded::Stack::builder()
+pub fn stack() -> docflow_stack::StackBuilder {
+    docflow_stack::Stack::builder()
         .sqlite()
         .token(TOKEN, "bench")
         .ingest()

@@ -12,10 +12,10 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::{paced, percentiles, report_head};
 use docflow_embed::{DIMENSIONS, Embedder};
-use docflow_embedded::measure::{cer, levenshtein, words};
-use docflow_embedded::{pdfium_library, workspace_root};
 use docflow_ocr_embeddings::ocr::{Ocr, OcrConfig};
 use docflow_ocr_embeddings::pages::{Extractor, Limits};
+use docflow_stack::measure::{cer, levenshtein, words};
+use docflow_stack::{pdfium_library, workspace_root};
 use docflow_store::{ChunkRow, DocumentText, PageText, TextKey, TextSource, TextStore};
 use image::{DynamicImage, ImageFormat};
 use pdfium_render::prelude::PdfRenderConfig;
@@ -78,7 +78,7 @@ fn page_lines(variant: usize) -> Vec<String> {
 /// A one-page text PDF of `lines` (the harness's PDF writer: Helvetica 12 pt, A4).
 fn text_pdf(lines: &[String]) -> Vec<u8> {
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-    docflow_embedded::pdf::text_pdf(&[&refs])
+    docflow_stack::pdf::text_pdf(&[&refs])
 }
 
 /// The page of `pdf` rendered at `dpi` in grey: a scan without a text layer.
@@ -172,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
             "noisy scan rotated 1°, 200 dpi PNG",
             "noisy-rotated-200dpi.png",
             encode(
-                &docflow_embedded::pdf::noisy_rotated(&scan_luma(&pdf, 200.0)?, 1.0),
+                &docflow_stack::pdf::noisy_rotated(&scan_luma(&pdf, 200.0)?, 1.0),
                 ImageFormat::Png,
             )?,
         ),
@@ -224,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
             let scan = encode(
-                &docflow_embedded::pdf::noisy_rotated(&page, 0.5),
+                &docflow_stack::pdf::noisy_rotated(&page, 0.5),
                 ImageFormat::Png,
             )?;
             let t = Instant::now();
@@ -418,7 +418,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // 4. End to end: scans uploaded with ?wait=600s (ingest's --max-wait raised to match).
-    let stack = docflow_embedded::Stack::builder()
+    let stack = docflow_stack::Stack::builder()
         .sqlite()
         .token(docflow_bench::TOKEN, "bench")
         .ingest_with(|c| c.max_wait = std::time::Duration::from_secs(600))
@@ -473,14 +473,14 @@ async fn main() -> anyhow::Result<()> {
                     .map(|lines| scan_luma(&text_pdf(lines), 150.0))
                     .collect::<anyhow::Result<_>>()?;
                 let refs: Vec<&image::GrayImage> = scans.iter().collect();
-                docflow_embedded::pdf::image_pdf(&refs)
+                docflow_stack::pdf::image_pdf(&refs)
             } else {
                 let refs: Vec<Vec<&str>> = pages
                     .iter()
                     .map(|p| p.iter().map(String::as_str).collect())
                     .collect();
                 let refs: Vec<&[&str]> = refs.iter().map(Vec::as_slice).collect();
-                docflow_embedded::pdf::text_pdf(&refs)
+                docflow_stack::pdf::text_pdf(&refs)
             };
             let t = Instant::now();
             post(doc).await?;

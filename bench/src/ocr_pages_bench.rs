@@ -19,11 +19,11 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use docflow_bench::report_head;
-use docflow_embedded::measure::{levenshtein, words};
-use docflow_embedded::pdf::{image_pdf, noisy_rotated, text_pdf};
-use docflow_embedded::{pdfium_library, workspace_binary, workspace_root};
 use docflow_ocr_embeddings::pages::Extracted;
 use docflow_ocr_embeddings::{ReadAnswer, ReadWorker};
+use docflow_stack::measure::{levenshtein, words};
+use docflow_stack::pdf::{image_pdf, noisy_rotated, text_pdf};
+use docflow_stack::{pdfium_library, workspace_binary, workspace_root};
 use docflow_stage::isolate::{IsolationArgs, Workers};
 
 type WorkerPool = Workers<ReadWorker>;
@@ -531,7 +531,7 @@ async fn main() -> anyhow::Result<()> {
         .min(samples.len());
 
     // 0. Reading order on pages whose order is known: columns, a table, a form, built
-    // from the real pages' words (tools/embedded/src/layouts.rs), scanned at each dpi.
+    // from the real pages' words (tools/stack/src/layouts.rs), scanned at each dpi.
     let vocabulary: Vec<String> = samples[..distinct]
         .iter()
         .flat_map(|s| s.truth.iter())
@@ -539,10 +539,10 @@ async fn main() -> anyhow::Result<()> {
         .cloned()
         .collect();
     let vocabulary: Vec<&str> = vocabulary.iter().map(String::as_str).collect();
-    let layouts = docflow_embedded::layouts::all(&vocabulary);
+    let layouts = docflow_stack::layouts::all(&vocabulary);
     let mut ordered: Vec<(String, u32, Vec<String>, Vec<u8>)> = Vec::new();
     for layout in &layouts {
-        let pdf = docflow_embedded::pdf::layout_pdf(std::slice::from_ref(&layout.runs));
+        let pdf = docflow_stack::pdf::layout_pdf(std::slice::from_ref(&layout.runs));
         for dpi in [150, 200, 300] {
             let scan = noisy_rotated(&render(&pdf, 0, dpi)?, 0.5);
             ordered.push((
@@ -943,7 +943,7 @@ async fn main() -> anyhow::Result<()> {
 
     let _ = writeln!(
         md,
-        "## Reading order on pages whose order is known\n\nA real PDF's text layer is not always in visual order, so the in-order figures above understate and overstate by page. These pages are built so that their order is known (`tools/embedded/src/layouts.rs`: two columns under a title, three columns of 8 pt print, a table of 24 rows, a form of labelled fields, paragraphs across the page around two columns; words from the real pages above), scanned at each dpi with the same noise and skew, read by the same worker{}.\n\n| page | dpi | words | docflow in order / found |{}\n|---|---|---|---|{}",
+        "## Reading order on pages whose order is known\n\nA real PDF's text layer is not always in visual order, so the in-order figures above understate and overstate by page. These pages are built so that their order is known (`tools/stack/src/layouts.rs`: two columns under a title, three columns of 8 pt print, a table of 24 rows, a form of labelled fields, paragraphs across the page around two columns; words from the real pages above), scanned at each dpi with the same noise and skew, read by the same worker{}.\n\n| page | dpi | words | docflow in order / found |{}\n|---|---|---|---|{}",
         if order_reference.is_some() {
             " and by RapidOCR (which reads boxes top to bottom, left to right)"
         } else {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use docflow_embedded::{Stack, unique_name};
+use docflow_stack::{Stack, unique_name};
 
 #[derive(Debug, Parser)]
 struct Args {

@@ -19,10 +19,10 @@ use anyhow::Context;
 use clap::Parser;
 use docflow_bench::produce;
 use docflow_config::ConsumerArgs;
-use docflow_embedded::{Stack, unique_name};
 use docflow_replay::{Output, PlanArgs, SideRun, TargetArgs, side};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::{ConsumerMetrics, ConsumerSpec, Handler, HandlerError, Health, Record};
+use docflow_stack::{Stack, unique_name};
 
 #[derive(Debug, Parser)]
 struct Args {

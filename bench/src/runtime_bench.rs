@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use docflow_config::{ConsumerArgs, KafkaArgs};
-use docflow_embedded::{Stack, unique_name};
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::producer::idempotent_producer;
 use docflow_runtime::{Handler, HandlerError, Record};
+use docflow_stack::{Stack, unique_name};
 use rand::{Rng, SeedableRng};
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -201,11 +201,7 @@ async fn strict_in_order(
 }
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let idx = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
+    docflow_store::stats::quantile(sorted, p / 100.0).unwrap_or(0)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use docflow_bench::{paced, percentiles, report_head};
-use docflow_embedded::pdfium_library;
+use docflow_stack::pdfium_library;
 use docflow_stage::isolate::IsolationArgs;
 use docflow_thumbnails::Renderer;
 use image::{DynamicImage, ImageFormat, RgbImage};
@@ -42,9 +42,7 @@ struct Args {
 }
 
 fn sample(name: &str) -> anyhow::Result<Vec<u8>> {
-    let path = docflow_embedded::workspace_root()
-        .join("samples")
-        .join(name);
+    let path = docflow_stack::workspace_root().join("samples").join(name);
     std::fs::read(&path).with_context(|| path.display().to_string())
 }
 
@@ -87,7 +85,7 @@ fn heavy_pdf(segments: usize) -> Vec<u8> {
     stream.extend_from_slice(&packed);
     stream.extend_from_slice(b"\nendstream");
     objects.push(stream);
-    docflow_embedded::pdf::assemble(&objects)
+    docflow_stack::pdf::assemble(&objects)
 }
 
 /// How long a small PDF takes while a heavy one renders beside it (started 50 ms earlier),
@@ -121,7 +119,7 @@ async fn head_of_line(
         worker_cpu: std::time::Duration::from_secs(60),
         worker_timeout: std::time::Duration::from_secs(120),
         worker_stall: std::time::Duration::from_secs(20),
-        worker_exe: Some(docflow_embedded::workspace_binary("docflow-thumbnails")?),
+        worker_exe: Some(docflow_stack::workspace_binary("docflow-thumbnails")?),
         max_workers: 0,
     };
     let settings = docflow_thumbnails::RenderSettings {

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use docflow_embedded::{Stack, unique_name};
 use docflow_replay::{Output, PlanArgs, ReplayError, TargetArgs, plan, reset};
+use docflow_stack::{Stack, unique_name};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -597,7 +597,7 @@ async fn the_rate_is_measured_from_a_replicas_metrics() {
             .unwrap();
     }
     let group = unique_name("rated");
-    let port = docflow_embedded::free_port().unwrap();
+    let port = docflow_stack::free_port().unwrap();
     let consumer_args = docflow_config::ConsumerArgs {
         workers: 2,
         metrics_listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
@@ -689,7 +689,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
     let p = plan(args(&stack, &group, &uploaded, t)).await.unwrap();
     assert_eq!(p.total(), 3);
     let state = std::env::temp_dir().join(unique_name("side-state"));
-    let thumbnails = docflow_embedded::workspace_binary("docflow-thumbnails").unwrap();
+    let thumbnails = docflow_stack::workspace_binary("docflow-thumbnails").unwrap();
     let command: Vec<String> = [
         thumbnails.display().to_string(),
         "--kafka-bootstrap-servers".into(),
@@ -705,7 +705,7 @@ async fn a_side_replay_reprocesses_the_range_beside_the_live_group_and_resumes()
         "--processed-topic".into(),
         processed.clone(),
         "--pdfium-lib".into(),
-        docflow_embedded::pdfium_library().display().to_string(),
+        docflow_stack::pdfium_library().display().to_string(),
         "--log-format".into(),
         "json".into(),
     ]

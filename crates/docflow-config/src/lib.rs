@@ -9,14 +9,12 @@ mod database;
 mod kafka;
 mod objects;
 mod registry;
-pub mod telemetry;
 
 pub use consumer::{AssignRange, ConsumerArgs, STATUS_TOPIC};
 pub use database::DatabaseArgs;
 pub use kafka::{KafkaArgs, SaslMechanism, SecurityProtocol};
 pub use objects::ObjectStoreArgs;
 pub use registry::RegistryArgs;
-pub use telemetry::{LogFormat, TelemetryArgs, TelemetryError};
 
 /// Parses `key=value`.
 pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -49,7 +47,7 @@ mod tests {
         #[command(flatten)]
         consumer: ConsumerArgs,
         #[command(flatten)]
-        telemetry: TelemetryArgs,
+        telemetry: docflow_telemetry::TelemetryArgs,
         #[command(flatten)]
         objects: ObjectStoreArgs,
     }

@@ -15,7 +15,6 @@ pub mod metrics;
 pub mod positions;
 pub mod producer;
 pub mod retry;
-pub mod shutdown;
 pub mod status;
 pub mod supervise;
 pub mod trace;

@@ -37,20 +37,110 @@ pub mod outcome {
     pub const OTHER_GROUP: &str = "other_group";
 }
 
+/// How a record ended: the `outcome` label of `docflow_consumer_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MessageOutcome {
+    /// The handler succeeded ([`outcome::OK`]).
+    Ok,
+    /// A transient failure that will be retried ([`outcome::RETRIED`]).
+    Retried,
+    /// Written to the dead-letter topic ([`outcome::DEAD_LETTERED`]).
+    DeadLettered,
+    /// Given up on at revoke or shutdown; will be redelivered ([`outcome::ABANDONED`]).
+    Abandoned,
+    /// Its handler stopped mid-run when the shutdown grace period ran out
+    /// ([`outcome::INTERRUPTED`]).
+    Interrupted,
+    /// A dead letter redriven for another group, passed by unhandled
+    /// ([`outcome::OTHER_GROUP`]).
+    OtherGroup,
+}
+
+impl MessageOutcome {
+    /// The label value (one of [`outcome`]'s constants).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MessageOutcome::Ok => outcome::OK,
+            MessageOutcome::Retried => outcome::RETRIED,
+            MessageOutcome::DeadLettered => outcome::DEAD_LETTERED,
+            MessageOutcome::Abandoned => outcome::ABANDONED,
+            MessageOutcome::Interrupted => outcome::INTERRUPTED,
+            MessageOutcome::OtherGroup => outcome::OTHER_GROUP,
+        }
+    }
+}
+
+/// A rebalance callback: the `kind` label of `docflow_consumer_rebalances_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RebalanceKind {
+    /// Partitions assigned (`assign`).
+    Assign,
+    /// Partitions revoked in an orderly rebalance (`revoke`).
+    Revoke,
+    /// Partitions lost: the group moved on without this replica (`lost`).
+    Lost,
+}
+
+impl RebalanceKind {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RebalanceKind::Assign => "assign",
+            RebalanceKind::Revoke => "revoke",
+            RebalanceKind::Lost => "lost",
+        }
+    }
+}
+
+/// What became of a status report: the `outcome` label of
+/// `docflow_consumer_status_reports_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusReportOutcome {
+    /// The broker acknowledged it (`sent`).
+    Sent,
+    /// It could not be queued or was not delivered (`failed`).
+    Failed,
+}
+
+impl StatusReportOutcome {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StatusReportOutcome::Sent => "sent",
+            StatusReportOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// `docflow_consumer_status_reports_total{group, outcome}`, on its own so the status
+/// reporter can keep it (its reports are counted on tasks of their own).
+#[derive(Debug, Clone)]
+pub(crate) struct StatusReports(IntCounterVec);
+
+impl StatusReports {
+    /// Counts one report of `group` that ended with `outcome`.
+    pub(crate) fn count(&self, group: &str, outcome: StatusReportOutcome) {
+        self.0.with_label_values(&[group, outcome.as_str()]).inc();
+    }
+}
+
 /// Every metric a consumer group exports.
+///
+/// The series are set through its typed methods only (the label values of closed sets are
+/// enums: [`MessageOutcome`], [`RebalanceKind`], [`StatusReportOutcome`]).
 #[derive(Debug, Clone)]
 pub struct ConsumerMetrics {
-    pub(crate) lag_records: IntGaugeVec,
-    pub(crate) lag_seconds: GaugeVec,
-    pub(crate) messages: IntCounterVec,
-    pub(crate) suspects: IntCounterVec,
-    pub(crate) handler_duration: HistogramVec,
-    pub(crate) in_flight: IntGaugeVec,
-    pub(crate) paused_partitions: IntGaugeVec,
-    pub(crate) assigned_partitions: IntGaugeVec,
-    pub(crate) rebalances: IntCounterVec,
-    pub(crate) dlq_write_errors: IntCounterVec,
-    pub(crate) status_reports: IntCounterVec,
+    lag_records: IntGaugeVec,
+    lag_seconds: GaugeVec,
+    messages: IntCounterVec,
+    suspects: IntCounterVec,
+    handler_duration: HistogramVec,
+    in_flight: IntGaugeVec,
+    paused_partitions: IntGaugeVec,
+    assigned_partitions: IntGaugeVec,
+    rebalances: IntCounterVec,
+    dlq_write_errors: IntCounterVec,
+    pub(crate) status_reports: StatusReports,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(
@@ -163,7 +253,7 @@ impl ConsumerMetrics {
                     &["group", "kind"],
                 ),
             )?,
-            status_reports: reg(
+            status_reports: StatusReports(reg(
                 registry,
                 IntCounterVec::new(
                     Opts::new(
@@ -172,7 +262,7 @@ impl ConsumerMetrics {
                     ),
                     &["group", "outcome"],
                 ),
-            )?,
+            )?),
             dlq_write_errors: reg(
                 registry,
                 IntCounterVec::new(
@@ -185,6 +275,89 @@ impl ConsumerMetrics {
             )?,
         })
     }
+
+    /// Counts one record of `group` that ended with `outcome`.
+    pub(crate) fn message(&self, group: &str, outcome: MessageOutcome) {
+        self.messages
+            .with_label_values(&[group, outcome.as_str()])
+            .inc();
+    }
+
+    /// Counts a record of `group` run alone (a process died with it in hand).
+    pub(crate) fn suspect_run(&self, group: &str) {
+        self.suspects.with_label_values(&[group]).inc();
+    }
+
+    /// Observes the wall time of one handler attempt of `group`.
+    pub(crate) fn observe_handler(&self, group: &str, seconds: f64) {
+        self.handler_duration
+            .with_label_values(&[group])
+            .observe(seconds);
+    }
+
+    /// Sets the records of `group` dispatched and not finished.
+    pub(crate) fn set_in_flight(&self, group: &str, records: usize) {
+        self.in_flight
+            .with_label_values(&[group])
+            .set(gauge(records));
+    }
+
+    /// Sets the partitions of `group` paused at capacity (0: resumed).
+    pub(crate) fn set_paused_partitions(&self, group: &str, partitions: usize) {
+        self.paused_partitions
+            .with_label_values(&[group])
+            .set(gauge(partitions));
+    }
+
+    /// Sets the partitions assigned to this replica of `group`.
+    pub(crate) fn set_assigned_partitions(&self, group: &str, partitions: usize) {
+        self.assigned_partitions
+            .with_label_values(&[group])
+            .set(gauge(partitions));
+    }
+
+    /// Sets the lag of one partition: `records` (when known) behind the log end, the
+    /// oldest record not yet done `seconds` old.
+    pub(crate) fn set_partition_lag(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        records: Option<i64>,
+        seconds: f64,
+    ) {
+        let p = partition.to_string();
+        let labels = [group, topic, p.as_str()];
+        if let Some(lag) = records {
+            self.lag_records.with_label_values(&labels).set(lag);
+        }
+        self.lag_seconds.with_label_values(&labels).set(seconds);
+    }
+
+    /// Drops the lag series of a partition no longer owned.
+    pub(crate) fn forget_partition(&self, group: &str, topic: &str, partition: i32) {
+        let p = partition.to_string();
+        let labels = [group, topic, p.as_str()];
+        let _ = self.lag_records.remove_label_values(&labels);
+        let _ = self.lag_seconds.remove_label_values(&labels);
+    }
+
+    /// Counts a rebalance callback of `group`.
+    pub(crate) fn rebalance(&self, group: &str, kind: RebalanceKind) {
+        self.rebalances
+            .with_label_values(&[group, kind.as_str()])
+            .inc();
+    }
+
+    /// Counts a failed attempt to write a dead letter of `group`.
+    pub(crate) fn dlq_write_error(&self, group: &str) {
+        self.dlq_write_errors.with_label_values(&[group]).inc();
+    }
+}
+
+/// A count as a gauge value (saturating).
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Liveness and readiness of a service, shared with its admin endpoint.
@@ -291,5 +464,122 @@ pub fn render(registry: &Registry) -> Response {
         )
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(registry: &Registry) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut buf)
+            .unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    /// The sample lines of series `name`.
+    fn series<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        let prefix = format!("{name}{{");
+        text.lines().filter(|l| l.starts_with(&prefix)).collect()
+    }
+
+    fn has(text: &str, name: &str, labels: &[&str]) -> bool {
+        series(text, name)
+            .iter()
+            .any(|l| labels.iter().all(|label| l.contains(label)))
+    }
+
+    #[test]
+    fn typed_series_keep_their_names_and_label_values() {
+        let registry = Registry::new();
+        let m = ConsumerMetrics::new(&registry).unwrap();
+        let outcomes = [
+            (MessageOutcome::Ok, "ok"),
+            (MessageOutcome::Retried, "retried"),
+            (MessageOutcome::DeadLettered, "dead_lettered"),
+            (MessageOutcome::Abandoned, "abandoned"),
+            (MessageOutcome::Interrupted, "interrupted"),
+            (MessageOutcome::OtherGroup, "other_group"),
+        ];
+        for (o, label) in outcomes {
+            assert_eq!(o.as_str(), label);
+            m.message("g", o);
+        }
+        let kinds = [
+            (RebalanceKind::Assign, "assign"),
+            (RebalanceKind::Revoke, "revoke"),
+            (RebalanceKind::Lost, "lost"),
+        ];
+        for (k, label) in kinds {
+            assert_eq!(k.as_str(), label);
+            m.rebalance("g", k);
+        }
+        let reports = [
+            (StatusReportOutcome::Sent, "sent"),
+            (StatusReportOutcome::Failed, "failed"),
+        ];
+        for (o, label) in reports {
+            assert_eq!(o.as_str(), label);
+            m.status_reports.count("g", o);
+        }
+        m.suspect_run("g");
+        m.observe_handler("g", 0.5);
+        m.set_in_flight("g", 3);
+        m.set_paused_partitions("g", 1);
+        m.set_assigned_partitions("g", 2);
+        m.set_partition_lag("g", "t", 7, Some(5), 1.5);
+        m.dlq_write_error("g");
+
+        let t = text(&registry);
+        let g = "group=\"g\"";
+        for (_, label) in outcomes {
+            let outcome = format!("outcome=\"{label}\"");
+            assert!(
+                has(
+                    &t,
+                    "docflow_consumer_messages_total",
+                    &[g, outcome.as_str()]
+                ),
+                "{t}"
+            );
+        }
+        for (_, label) in kinds {
+            let kind = format!("kind=\"{label}\"");
+            assert!(
+                has(&t, "docflow_consumer_rebalances_total", &[g, kind.as_str()]),
+                "{t}"
+            );
+        }
+        for (_, label) in reports {
+            let outcome = format!("outcome=\"{label}\"");
+            assert!(
+                has(
+                    &t,
+                    "docflow_consumer_status_reports_total",
+                    &[g, outcome.as_str()]
+                ),
+                "{t}"
+            );
+        }
+        for name in [
+            "docflow_consumer_suspect_runs_total",
+            "docflow_consumer_handler_duration_seconds_count",
+            "docflow_consumer_in_flight_records",
+            "docflow_consumer_paused_partitions",
+            "docflow_consumer_assigned_partitions",
+            "docflow_consumer_dlq_write_errors_total",
+        ] {
+            assert!(has(&t, name, &[g]), "{name}\n{t}");
+        }
+        let tp = [g, "topic=\"t\"", "partition=\"7\""];
+        assert!(has(&t, "docflow_consumer_lag_records", &tp), "{t}");
+        assert!(has(&t, "docflow_consumer_lag_seconds", &tp), "{t}");
+
+        m.forget_partition("g", "t", 7);
+        let t = text(&registry);
+        assert!(series(&t, "docflow_consumer_lag_records").is_empty(), "{t}");
+        assert!(series(&t, "docflow_consumer_lag_seconds").is_empty(), "{t}");
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::now_ms;
+use crate::metrics::{StatusReportOutcome, StatusReports, now_ms};
 
 /// One partition of a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ impl ReplicaStatus {
 /// Who is reporting: the fields of a report that do not change, and its producer.
 pub(crate) struct Reporter {
     producer: rdkafka::producer::FutureProducer,
-    outcomes: prometheus::IntCounterVec,
+    reports: StatusReports,
     warned: Arc<AtomicBool>,
     pub(crate) topic: String,
     pub(crate) interval: Duration,
@@ -92,14 +92,8 @@ impl std::fmt::Debug for Reporter {
 const LAST_REPORT_FLUSH: Duration = Duration::from_secs(1);
 
 /// Counts a failed report; the first one of a replica is logged.
-fn failed(
-    outcomes: &prometheus::IntCounterVec,
-    warned: &AtomicBool,
-    group: &str,
-    topic: &str,
-    why: &str,
-) {
-    outcomes.with_label_values(&[group, "failed"]).inc();
+fn failed(reports: &StatusReports, warned: &AtomicBool, group: &str, topic: &str, why: &str) {
+    reports.count(group, StatusReportOutcome::Failed);
     if !warned.swap(true, Ordering::Relaxed) {
         tracing::warn!(%topic, error = %why, "a status report failed (later failures are only counted)");
     }
@@ -113,7 +107,7 @@ impl Reporter {
         interval: Duration,
         group: &str,
         client_id: &str,
-        outcomes: prometheus::IntCounterVec,
+        reports: StatusReports,
     ) -> Result<Self, crate::RuntimeError> {
         let mut cfg = kafka.client_config(&format!("{client_id}-status"));
         // A report is worth its interval: never retried past it, never holding up a flush.
@@ -128,7 +122,7 @@ impl Reporter {
             .map_err(crate::RuntimeError::kafka("creating the status producer"))?;
         Ok(Reporter {
             producer,
-            outcomes,
+            reports,
             warned: Arc::default(),
             topic,
             interval,
@@ -178,20 +172,20 @@ impl Reporter {
             .payload(&payload);
         match self.producer.send_result(record) {
             Ok(delivery) => {
-                let (outcomes, warned) = (self.outcomes.clone(), self.warned.clone());
+                let (reports, warned) = (self.reports.clone(), self.warned.clone());
                 let (group, topic) = (self.group.clone(), self.topic.clone());
                 runtime.spawn(async move {
                     match delivery.await {
-                        Ok(Ok(_)) => outcomes.with_label_values(&[group.as_str(), "sent"]).inc(),
+                        Ok(Ok(_)) => reports.count(&group, StatusReportOutcome::Sent),
                         Ok(Err((e, _))) => {
-                            failed(&outcomes, &warned, &group, &topic, &e.to_string())
+                            failed(&reports, &warned, &group, &topic, &e.to_string())
                         }
-                        Err(_) => failed(&outcomes, &warned, &group, &topic, "producer gone"),
+                        Err(_) => failed(&reports, &warned, &group, &topic, "producer gone"),
                     }
                 });
             }
             Err((e, _)) => failed(
-                &self.outcomes,
+                &self.reports,
                 &self.warned,
                 &self.group,
                 &self.topic,
@@ -221,11 +215,11 @@ mod tests {
     use super::*;
 
     fn reporter(interval: Duration) -> Reporter {
-        let outcomes =
-            prometheus::IntCounterVec::new(prometheus::Opts::new("t", "t"), &["group", "outcome"])
-                .unwrap();
+        let reports = crate::metrics::ConsumerMetrics::new(&prometheus::Registry::new())
+            .unwrap()
+            .status_reports;
         let kafka = docflow_config::KafkaArgs::plaintext("127.0.0.1:1");
-        Reporter::new(&kafka, "s".into(), interval, "g", "docflow-g", outcomes).unwrap()
+        Reporter::new(&kafka, "s".into(), interval, "g", "docflow-g", reports).unwrap()
     }
 
     #[test]

@@ -36,6 +36,6 @@ struct Config {
 async fn main() -> Result<(), StageError> {
     let config = Config::parse();
     let metrics = prometheus::Registry::new();
-    let shutdown = docflow_runtime::shutdown::signal();
+    let shutdown = docflow_telemetry::shutdown::signal();
     docflow_stage::run_until(ByteCount, &config.stage, metrics, shutdown).await
 }

@@ -4,11 +4,11 @@
 //! walks through it; a test runs it end to end against the stack.
 
 use clap::Parser;
-use docflow_config::TelemetryArgs;
 use docflow_runtime::HandlerError;
 use docflow_stage::isolate::{Isolated, IsolationArgs, Refusal, Reply, StartError, Workers};
 use docflow_stage::service::{BuildError, ServiceError};
 use docflow_stage::{Document, LocalTools, Output, Stage, StageArgs, StageService};
+use docflow_telemetry::TelemetryArgs;
 
 /// The stage's command line: its own flag, then what every stage shares.
 #[derive(Debug, Parser)]

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::path::PathBuf;
 
 use clap::Parser;
-use docflow_config::TelemetryArgs;
+use docflow_telemetry::TelemetryArgs;
 
 use crate::isolate::{Isolated, ServeError, WorkerInvocation};
 use crate::{Stage, StageArgs, StageError};
@@ -74,7 +74,7 @@ pub enum ServiceError {
     Worker(#[from] ServeError),
     /// Logging could not start.
     #[error(transparent)]
-    Telemetry(#[from] docflow_config::TelemetryError),
+    Telemetry(#[from] docflow_telemetry::TelemetryError),
     /// The async runtime could not start.
     #[error("tokio runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -108,7 +108,10 @@ pub fn main<S: StageService>() -> Result<(), ServiceError> {
         .enable_all()
         .build()
         .map_err(ServiceError::Runtime)?
-        .block_on(run_until::<S>(config, docflow_runtime::shutdown::signal()))
+        .block_on(run_until::<S>(
+            config,
+            docflow_telemetry::shutdown::signal(),
+        ))
 }
 
 /// Builds stage `S` from `config` and runs it until `shutdown`, then drains in-flight

@@ -19,6 +19,7 @@ pub mod redrives;
 pub mod results;
 pub mod scratch;
 pub mod search;
+pub mod stats;
 pub mod text;
 pub mod tokens;
 

@@ -256,21 +256,6 @@ pub struct StageWindow {
 /// Most runs [`ResultStore::window`] reads.
 pub const WINDOW_MAX_RUNS: usize = 20_000;
 
-/// The nearest-rank quantile `q` of sorted `values`.
-fn quantile(sorted: &[i64], q: f64) -> Option<i64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    // Nearest rank: the smallest value with at least q of the values at or below it.
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
-}
-
 impl ResultStore {
     /// The runs of `stage` (every version, every tenant) finished at or after `since_ms`,
     /// counting apart those finished at or after `recent_since_ms` — one read for a
@@ -313,8 +298,8 @@ impl ResultStore {
             }
         }
         durations.sort_unstable();
-        out.p50_ms = quantile(&durations, 0.50);
-        out.p99_ms = quantile(&durations, 0.99);
+        out.p50_ms = crate::stats::quantile(&durations, 0.50);
+        out.p99_ms = crate::stats::quantile(&durations, 0.99);
         Ok(out)
     }
 

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
+use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, RegistryArgs};
 use docflow_events::topics::{DOC_PROCESSED, DOC_UPLOADED};
 use docflow_runtime::ConsumerSpec;
 use docflow_store::Analytics;
+use docflow_telemetry::TelemetryArgs;
 
 pub mod rollup;
 
@@ -171,7 +172,7 @@ pub async fn run_until(
 
 /// Runs the rollup until SIGINT/SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    run_until(config, docflow_runtime::shutdown::signal()).await
+    run_until(config, docflow_telemetry::shutdown::signal()).await
 }
 
 #[cfg(test)]

@@ -38,6 +38,56 @@ impl Input {
     }
 }
 
+/// Which input a record came from: the `input` label of `docflow_analytics_records_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordInput {
+    /// The uploads topic (`uploaded`).
+    Uploaded,
+    /// The stage results topic (`processed`).
+    Processed,
+    /// A dead letter of this group, counted once (`dead_letter`).
+    DeadLetter,
+}
+
+impl RecordInput {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecordInput::Uploaded => "uploaded",
+            RecordInput::Processed => "processed",
+            RecordInput::DeadLetter => "dead_letter",
+        }
+    }
+}
+
+/// How a counting transaction ended: the `result` label of
+/// `docflow_analytics_commit_seconds` and `docflow_analytics_batch_records`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CommitResult {
+    /// Committed (`ok`).
+    Ok,
+    /// Failed (`error`).
+    Error,
+}
+
+impl CommitResult {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CommitResult::Ok => "ok",
+            CommitResult::Error => "error",
+        }
+    }
+}
+
+/// The `result` label of `docflow_analytics_records_total`: `counted` or `duplicate`.
+const fn applied_label(applied: Applied) -> &'static str {
+    match applied {
+        Applied::Counted => "counted",
+        Applied::Duplicate => "duplicate",
+    }
+}
+
 /// The rollup's metrics.
 #[derive(Debug, Clone)]
 pub struct RollupMetrics {
@@ -84,6 +134,25 @@ impl RollupMetrics {
             batch_records,
             commit_seconds,
         })
+    }
+
+    /// Counts one record of `input` by what the store did with it.
+    pub(crate) fn record(&self, input: RecordInput, applied: Applied) {
+        self.records
+            .with_label_values(&[input.as_str(), applied_label(applied)])
+            .inc();
+    }
+
+    /// Observes one counting transaction of `records` records that took `seconds` and
+    /// ended with `result`.
+    pub(crate) fn observe_commit(&self, result: CommitResult, seconds: f64, records: usize) {
+        let label = [result.as_str()];
+        self.commit_seconds
+            .with_label_values(&label)
+            .observe(seconds);
+        self.batch_records
+            .with_label_values(&label)
+            .observe(records as f64);
     }
 }
 
@@ -159,7 +228,7 @@ impl Rollup {
     async fn count(
         &self,
         record: &Record,
-        input: &'static str,
+        input: RecordInput,
         fact: Fact,
     ) -> Result<(), HandlerError> {
         let delivery = Delivery {
@@ -194,14 +263,7 @@ impl Rollup {
                 Err(e) => return Err(HandlerError::permanent(REFUSED, e.message)),
             }
         };
-        let result = match applied {
-            Applied::Counted => "counted",
-            Applied::Duplicate => "duplicate",
-        };
-        self.metrics
-            .records
-            .with_label_values(&[input, result])
-            .inc();
+        self.metrics.record(input, applied);
         Ok(())
     }
 }
@@ -244,7 +306,7 @@ impl Handler for Rollup {
                     bytes: e.size_bytes,
                     at_ms: e.uploaded_at,
                 };
-                self.count(record, "uploaded", fact).await
+                self.count(record, RecordInput::Uploaded, fact).await
             }
             Input::Processed(e) => {
                 let fact = Fact::Processed {
@@ -255,7 +317,7 @@ impl Handler for Rollup {
                     outcome: outcome_name(e.outcome).to_owned(),
                     at_ms: e.finished_at,
                 };
-                self.count(record, "processed", fact).await
+                self.count(record, RecordInput::Processed, fact).await
             }
         }
     }
@@ -268,7 +330,7 @@ impl Handler for Rollup {
             error_class: error.class().to_owned(),
             at_ms: record.timestamp_ms.unwrap_or_else(now_ms),
         };
-        if let Err(e) = self.count(record, "dead_letter", fact).await {
+        if let Err(e) = self.count(record, RecordInput::DeadLetter, fact).await {
             tracing::warn!(
                 topic = %record.topic,
                 partition = record.partition,
@@ -316,15 +378,12 @@ async fn commit(store: &Analytics, batch: Vec<Pending>, metrics: &RollupMetrics)
         batch.into_iter().map(|p| (p.delivery, p.reply)).unzip();
     let started = Instant::now();
     let result = store.apply(&deliveries).await;
-    let label = if result.is_ok() { "ok" } else { "error" };
-    metrics
-        .commit_seconds
-        .with_label_values(&[label])
-        .observe(started.elapsed().as_secs_f64());
-    metrics
-        .batch_records
-        .with_label_values(&[label])
-        .observe(deliveries.len() as f64);
+    let outcome = if result.is_ok() {
+        CommitResult::Ok
+    } else {
+        CommitResult::Error
+    };
+    metrics.observe_commit(outcome, started.elapsed().as_secs_f64(), deliveries.len());
     match result {
         Ok(applied) => {
             for (reply, a) in replies.into_iter().zip(applied) {
@@ -374,5 +433,57 @@ impl PositionStore for StorePositions {
         positions: &'a [(TopicPartition, i64)],
     ) -> PositionFuture<'a, ()> {
         Box::pin(async move { self.0.save_positions(group, positions).await.map_err(boxed) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::{Encoder, TextEncoder};
+
+    use super::*;
+
+    #[test]
+    fn typed_series_keep_their_names_and_label_values() {
+        let registry = Registry::new();
+        let m = RollupMetrics::new(&registry).unwrap();
+        let inputs = [
+            (RecordInput::Uploaded, "uploaded"),
+            (RecordInput::Processed, "processed"),
+            (RecordInput::DeadLetter, "dead_letter"),
+        ];
+        for (input, label) in inputs {
+            assert_eq!(input.as_str(), label);
+            m.record(input, Applied::Counted);
+            m.record(input, Applied::Duplicate);
+        }
+        let results = [(CommitResult::Ok, "ok"), (CommitResult::Error, "error")];
+        for (r, label) in results {
+            assert_eq!(r.as_str(), label);
+            m.observe_commit(r, 0.01, 3);
+        }
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut buf)
+            .unwrap();
+        let t = String::from_utf8(buf).unwrap();
+        let mut expected: Vec<String> = Vec::new();
+        for (_, input) in inputs {
+            for result in ["counted", "duplicate"] {
+                expected.push(format!(
+                    "docflow_analytics_records_total{{input=\"{input}\",result=\"{result}\"}} 1"
+                ));
+            }
+        }
+        for (_, result) in results {
+            expected.push(format!(
+                "docflow_analytics_commit_seconds_count{{result=\"{result}\"}} 1"
+            ));
+            expected.push(format!(
+                "docflow_analytics_batch_records_sum{{result=\"{result}\"}} 3"
+            ));
+        }
+        for line in expected {
+            assert!(t.lines().any(|l| l == line), "{line}\n{t}");
+        }
     }
 }

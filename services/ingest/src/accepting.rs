@@ -23,7 +23,7 @@ use docflow_store::Jobs;
 use docflow_store::jobs::status;
 use tokio::sync::watch;
 
-use crate::metrics::IngestMetrics;
+use crate::metrics::{AcceptOutcome, IngestMetrics};
 
 /// How often a failed mark is tried again, and the pause before each retry.
 const RETRIES: [Duration; 4] = [
@@ -67,7 +67,7 @@ impl Accepting {
                     .set_status(tenant, id, status::ACCEPTED, Some(produced_at_ms))
                     .await
                 {
-                    Ok(()) => break "ok",
+                    Ok(()) => break AcceptOutcome::Ok,
                     Err(e) => match tries.next() {
                         Some(pause) => {
                             tracing::debug!(%tenant, job = %id, error = %e, "marking the job accepted failed; retrying");
@@ -76,12 +76,12 @@ impl Accepting {
                         None => {
                             tracing::error!(%tenant, job = %id, error = %e,
                                 "the job's event is in the log but the job could not be marked accepted; it stays `stored`");
-                            break "error";
+                            break AcceptOutcome::Error;
                         }
                     },
                 }
             };
-            metrics.accept_marks.with_label_values(&[outcome]).inc();
+            metrics.accept_mark(outcome);
             if let Ok(mut m) = this.in_flight.lock()
                 && m.get(&key)
                     .is_some_and(|rx| rx.same_channel(&done.subscribe()))

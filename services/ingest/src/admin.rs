@@ -28,9 +28,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::api::{bearer, job_body, job_json, tenant_of, thumbnail_of};
+use crate::auth::{bearer, tenant_of};
 use crate::console::assets;
 use crate::error::ApiError;
+use crate::jobs::{job_body, job_json, thumbnail_of};
 
 type Shared = State<Arc<AppState>>;
 

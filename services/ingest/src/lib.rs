@@ -20,18 +20,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use docflow_config::{DatabaseArgs, KafkaArgs, ObjectStoreArgs, RegistryArgs, TelemetryArgs};
+use docflow_config::{DatabaseArgs, KafkaArgs, ObjectStoreArgs, RegistryArgs};
 use docflow_events::EventCodec;
+use docflow_telemetry::TelemetryArgs;
 use rdkafka::producer::FutureProducer;
 use tokio::net::TcpListener;
 
 mod accepting;
 mod admin;
 pub mod api;
+mod auth;
 mod console;
 pub mod error;
+mod jobs;
 pub mod metrics;
 mod ready;
+pub mod routes;
 pub mod sniff;
 mod timing;
 pub mod wakeups;
@@ -453,7 +457,7 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "ingest listening");
     }
-    let app = api::router(state.clone());
+    let app = routes::router(state.clone());
     let listener_task = tokio::spawn(wakeups::listen(
         state.wakeups.clone(),
         state.kafka.clone(),
@@ -519,7 +523,7 @@ pub async fn serve(
     let producer = state.producer.clone();
     let _ = tokio::task::spawn_blocking(move || {
         let _ = rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10));
-        docflow_config::telemetry::flush();
+        docflow_telemetry::flush();
     })
     .await;
     Ok(())
@@ -534,6 +538,6 @@ pub const SPARE_FILES: usize = 8;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let state = build_state(&config).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    serve(state, listener, docflow_runtime::shutdown::signal()).await?;
+    serve(state, listener, docflow_telemetry::shutdown::signal()).await?;
     Ok(())
 }

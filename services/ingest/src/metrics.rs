@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
@@ -15,17 +16,83 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// How producing `doc.uploaded` ended: the `result` label of
+/// `docflow_ingest_produce_duration_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProduceResult {
+    /// The broker acknowledged it (`ok`).
+    Ok,
+    /// It was not produced: encoding, the schema registry, a timeout or the broker (`error`).
+    Error,
+}
+
+impl ProduceResult {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProduceResult::Ok => "ok",
+            ProduceResult::Error => "error",
+        }
+    }
+}
+
+/// What caused a result-store read of a `?wait=` request: the `cause` label of
+/// `docflow_ingest_wait_reads_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WaitCause {
+    /// The first read, on arrival (`first`).
+    First,
+    /// A `doc.processed` announcement woke the request (`event`).
+    Event,
+    /// The fallback timer (`poll`).
+    Poll,
+}
+
+impl WaitCause {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WaitCause::First => "first",
+            WaitCause::Event => "event",
+            WaitCause::Poll => "poll",
+        }
+    }
+}
+
+/// How marking a job `accepted` ended: the `outcome` label of
+/// `docflow_ingest_accept_marks_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcceptOutcome {
+    /// Marked (`ok`).
+    Ok,
+    /// Retries exhausted; the job stays `stored` (`error`).
+    Error,
+}
+
+impl AcceptOutcome {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AcceptOutcome::Ok => "ok",
+            AcceptOutcome::Error => "error",
+        }
+    }
+}
+
 /// The metrics of one ingest process.
+///
+/// Labelled series are set through its typed methods only (the label values of closed sets
+/// are enums: [`ProduceResult`], [`WaitCause`], [`AcceptOutcome`]).
 #[derive(Debug, Clone)]
 pub struct IngestMetrics {
     registry: Registry,
     requests: HistogramVec,
-    pub(crate) produce: HistogramVec,
+    produce: HistogramVec,
     pub(crate) upload_bytes: IntCounter,
     /// Result-store reads of `?wait=` requests, by what caused them.
-    pub(crate) wait_reads: IntCounterVec,
+    wait_reads: IntCounterVec,
     /// Jobs marked `accepted` after their event's ack (off the request's path), by outcome.
-    pub(crate) accept_marks: IntCounterVec,
+    accept_marks: IntCounterVec,
 }
 
 impl IngestMetrics {
@@ -70,7 +137,7 @@ impl IngestMetrics {
         )?;
         registry.register(Box::new(accept_marks.clone()))?;
         registry.register(Box::new(wait_reads.clone()))?;
-        registry.register(Box::new(docflow_config::telemetry::SPANS_DROPPED.clone()))?;
+        registry.register(Box::new(docflow_telemetry::SPANS_DROPPED.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(produce.clone()))?;
         registry.register(Box::new(upload_bytes.clone()))?;
@@ -87,6 +154,33 @@ impl IngestMetrics {
     /// Prometheus text of every metric.
     pub fn render(&self) -> Response {
         docflow_runtime::metrics::render(&self.registry)
+    }
+
+    /// Observes one request to `route` (a route template, never a raw path) answered with
+    /// `status` after `seconds`.
+    fn observe_request(&self, route: &str, status: StatusCode, seconds: f64) {
+        self.requests
+            .with_label_values(&[route, status.as_str()])
+            .observe(seconds);
+    }
+
+    /// Observes producing one `doc.uploaded`: `seconds` to `result`.
+    pub(crate) fn observe_produce(&self, result: ProduceResult, seconds: f64) {
+        self.produce
+            .with_label_values(&[result.as_str()])
+            .observe(seconds);
+    }
+
+    /// Counts one result-store read of a `?wait=` request, by what caused it.
+    pub(crate) fn wait_read(&self, cause: WaitCause) {
+        self.wait_reads.with_label_values(&[cause.as_str()]).inc();
+    }
+
+    /// Counts one job marked `accepted` (or given up on) after its event's ack.
+    pub(crate) fn accept_mark(&self, outcome: AcceptOutcome) {
+        self.accept_marks
+            .with_label_values(&[outcome.as_str()])
+            .inc();
     }
 }
 
@@ -131,8 +225,85 @@ pub(crate) async fn observe(
     span.record("http.response.status_code", resp.status().as_u16());
     state
         .metrics
-        .requests
-        .with_label_values(&[route.as_str(), resp.status().as_str()])
-        .observe(started.elapsed().as_secs_f64());
+        .observe_request(&route, resp.status(), started.elapsed().as_secs_f64());
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::{Encoder, TextEncoder};
+
+    use super::*;
+
+    /// Whether a sample line of series `name` carries every one of `labels`.
+    fn has(text: &str, name: &str, labels: &[&str]) -> bool {
+        let prefix = format!("{name}{{");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .any(|l| labels.iter().all(|label| l.contains(label)))
+    }
+
+    #[test]
+    fn typed_series_keep_their_names_and_label_values() {
+        let m = IngestMetrics::new().unwrap();
+        m.observe_request("/v1/documents", StatusCode::ACCEPTED, 0.1);
+        let results = [(ProduceResult::Ok, "ok"), (ProduceResult::Error, "error")];
+        for (r, label) in results {
+            assert_eq!(r.as_str(), label);
+            m.observe_produce(r, 0.1);
+        }
+        let causes = [
+            (WaitCause::First, "first"),
+            (WaitCause::Event, "event"),
+            (WaitCause::Poll, "poll"),
+        ];
+        for (c, label) in causes {
+            assert_eq!(c.as_str(), label);
+            m.wait_read(c);
+        }
+        let marks = [(AcceptOutcome::Ok, "ok"), (AcceptOutcome::Error, "error")];
+        for (o, label) in marks {
+            assert_eq!(o.as_str(), label);
+            m.accept_mark(o);
+        }
+
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&m.registry.gather(), &mut buf)
+            .unwrap();
+        let t = String::from_utf8(buf).unwrap();
+        assert!(
+            has(
+                &t,
+                "docflow_ingest_request_duration_seconds_count",
+                &["route=\"/v1/documents\"", "status=\"202\""]
+            ),
+            "{t}"
+        );
+        for (_, label) in results {
+            let result = format!("result=\"{label}\"");
+            assert!(
+                has(
+                    &t,
+                    "docflow_ingest_produce_duration_seconds_count",
+                    &[result.as_str()]
+                ),
+                "{t}"
+            );
+        }
+        for (_, label) in causes {
+            let cause = format!("cause=\"{label}\"");
+            assert!(
+                has(&t, "docflow_ingest_wait_reads_total", &[cause.as_str()]),
+                "{t}"
+            );
+        }
+        for (_, label) in marks {
+            let outcome = format!("outcome=\"{label}\"");
+            assert!(
+                has(&t, "docflow_ingest_accept_marks_total", &[outcome.as_str()]),
+                "{t}"
+            );
+        }
+    }
 }

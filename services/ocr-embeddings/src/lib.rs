@@ -15,13 +15,13 @@
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use docflow_config::TelemetryArgs;
 use docflow_embed::{Batcher, EmbedArgs, Embedder};
 use docflow_stage::isolate::{
     self, Isolated, IsolationArgs, IsolationError, MemoryUse, Refusal, Reply, StartError, Workers,
 };
 use docflow_stage::service::BuildError;
 use docflow_stage::{LocalTools, StageArgs, StageService};
+use docflow_telemetry::TelemetryArgs;
 
 pub mod ocr;
 pub mod pages;

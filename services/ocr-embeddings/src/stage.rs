@@ -56,6 +56,47 @@ pub struct Settings {
     pub max_chunks: usize,
 }
 
+/// How reading a document's pages ended: the `outcome` label of `docflow_ocr_read_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ReadOutcome {
+    /// Every page read (`ok`).
+    Ok,
+    /// A worker refused the document (`refused`).
+    Refused,
+    /// A worker died, ran out of time or memory, or answered nonsense (`killed`).
+    Killed,
+}
+
+impl ReadOutcome {
+    /// The label value.
+    const fn as_str(self) -> &'static str {
+        match self {
+            ReadOutcome::Ok => "ok",
+            ReadOutcome::Refused => "refused",
+            ReadOutcome::Killed => "killed",
+        }
+    }
+}
+
+/// How embedding a document ended: the `outcome` label of `docflow_embed_document_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum EmbedOutcome {
+    /// Chunks and summary embedded (`ok`).
+    Ok,
+    /// Embedding the chunks failed (`failed`).
+    Failed,
+}
+
+impl EmbedOutcome {
+    /// The label value.
+    const fn as_str(self) -> &'static str {
+        match self {
+            EmbedOutcome::Ok => "ok",
+            EmbedOutcome::Failed => "failed",
+        }
+    }
+}
+
 /// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
 #[derive(Debug, Clone)]
 struct Metrics {
@@ -128,6 +169,40 @@ impl Metrics {
             worker_peak,
         })
     }
+
+    /// Observes reading one document's pages: `seconds`, ended with `outcome`.
+    fn observe_read(&self, outcome: ReadOutcome, seconds: f64) {
+        self.read
+            .with_label_values(&[outcome.as_str()])
+            .observe(seconds);
+    }
+
+    /// Observes embedding one document: `seconds`, ended with `outcome`.
+    fn observe_embed(&self, outcome: EmbedOutcome, seconds: f64) {
+        self.embed
+            .with_label_values(&[outcome.as_str()])
+            .observe(seconds);
+    }
+
+    /// Counts one page read, by where its text came from.
+    fn page_read(&self, source: TextSource) {
+        self.pages.with_label_values(&[source.as_str()]).inc();
+    }
+
+    /// Counts text boxes of an OCR page past the per-page cap, not read.
+    fn dropped_boxes(&self, boxes: u64) {
+        self.dropped_boxes.inc_by(boxes);
+    }
+
+    /// Counts a page taken from an earlier delivery's kept pages.
+    fn resumed_page(&self) {
+        self.resumed_pages.inc();
+    }
+
+    /// Observes the page-reading worker's peak resident memory during one document.
+    fn observe_worker_peak(&self, bytes: f64) {
+        self.worker_peak.observe(bytes);
+    }
 }
 
 /// The stage: pages read in `pool`'s workers, embedded by `batcher`.
@@ -160,19 +235,12 @@ impl OcrEmbeddings {
         let clock = std::time::Instant::now();
         let answer = self.read_keeping(doc).await;
         let seconds = clock.elapsed().as_secs_f64();
-        let observe = |outcome: &str| {
-            self.metrics
-                .read
-                .with_label_values(&[outcome])
-                .observe(seconds)
-        };
         let failure = match answer {
             Ok((extracted, resumed)) => {
-                observe("ok");
+                self.metrics.observe_read(ReadOutcome::Ok, seconds);
                 if let Some(memory) = extracted.memory {
                     self.metrics
-                        .worker_peak
-                        .observe(memory.peak_rss_bytes as f64);
+                        .observe_worker_peak(memory.peak_rss_bytes as f64);
                 }
                 return Ok((extracted, resumed));
             }
@@ -184,11 +252,11 @@ impl OcrEmbeddings {
             .map(|p| format!("page {p}: "))
             .unwrap_or_default();
         match failure.error {
-            IsolationError::Refused(_) => observe("refused"),
+            IsolationError::Refused(_) => self.metrics.observe_read(ReadOutcome::Refused, seconds),
             // Workers cannot be started: a problem of this replica (retried).
             IsolationError::Io { .. } => {}
             ref e => {
-                observe("killed");
+                self.metrics.observe_read(ReadOutcome::Killed, seconds);
                 tracing::warn!(document = %doc.event.document_id, page = failure.page, class = e.class(), error = %e, "page-reading worker failed");
             }
         }
@@ -216,7 +284,7 @@ impl OcrEmbeddings {
             if let Some(i) = todo.iter().position(|&n| n == page.page) {
                 todo.swap_remove(i);
                 resumed += 1;
-                self.metrics.resumed_pages.inc();
+                self.metrics.resumed_page();
                 out.pages.push(Page {
                     page: page.page,
                     source: page.source.as_str().to_owned(),
@@ -303,7 +371,7 @@ impl Stage for OcrEmbeddings {
         for p in extracted.pages.into_iter().map(page_text) {
             let unread = p.layout.as_ref().map_or(0, |l| l.unread_boxes);
             if unread > 0 {
-                self.metrics.dropped_boxes.inc_by(unread as u64);
+                self.metrics.dropped_boxes(unread as u64);
                 truncated_pages.push(json!({ "page": p.page, "unread_boxes": unread }));
                 tracing::warn!(
                     document = %doc.event.document_id,
@@ -312,10 +380,7 @@ impl Stage for OcrEmbeddings {
                     "page truncated: more text boxes than the per-page cap"
                 );
             }
-            self.metrics
-                .pages
-                .with_label_values(&[p.source.as_str()])
-                .inc();
+            self.metrics.page_read(p.source);
             let pieces = self
                 .batcher
                 .chunks(&p.text, self.settings.chunk_overlap)
@@ -349,9 +414,7 @@ impl Stage for OcrEmbeddings {
             Ok(v) => v,
             Err(e) => {
                 self.metrics
-                    .embed
-                    .with_label_values(&["failed"])
-                    .observe(clock.elapsed().as_secs_f64());
+                    .observe_embed(EmbedOutcome::Failed, clock.elapsed().as_secs_f64());
                 return Err(e);
             }
         };
@@ -380,9 +443,7 @@ impl Stage for OcrEmbeddings {
             .collect::<Vec<_>>()
             .join(" ");
         self.metrics
-            .embed
-            .with_label_values(&["ok"])
-            .observe(clock.elapsed().as_secs_f64());
+            .observe_embed(EmbedOutcome::Ok, clock.elapsed().as_secs_f64());
         let ocr_pages = pages.iter().filter(|p| p.source == TextSource::Ocr).count();
         let characters: usize = pages.iter().map(|p| p.text.chars().count()).sum();
         tracing::debug!(
@@ -412,6 +473,51 @@ impl Stage for OcrEmbeddings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_series_keep_their_names_and_label_values() {
+        use prometheus::{Encoder, TextEncoder};
+        let registry = Registry::new();
+        let m = Metrics::new(&registry).unwrap();
+        let reads = [
+            (ReadOutcome::Ok, "ok"),
+            (ReadOutcome::Refused, "refused"),
+            (ReadOutcome::Killed, "killed"),
+        ];
+        for (o, label) in reads {
+            assert_eq!(o.as_str(), label);
+            m.observe_read(o, 0.1);
+        }
+        let embeds = [(EmbedOutcome::Ok, "ok"), (EmbedOutcome::Failed, "failed")];
+        for (o, label) in embeds {
+            assert_eq!(o.as_str(), label);
+            m.observe_embed(o, 0.1);
+        }
+        m.page_read(TextSource::TextLayer);
+        m.page_read(TextSource::Ocr);
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut buf)
+            .unwrap();
+        let t = String::from_utf8(buf).unwrap();
+        let mut expected: Vec<String> = Vec::new();
+        for (_, label) in reads {
+            expected.push(format!(
+                "docflow_ocr_read_seconds_count{{outcome=\"{label}\"}} 1"
+            ));
+        }
+        for (_, label) in embeds {
+            expected.push(format!(
+                "docflow_embed_document_seconds_count{{outcome=\"{label}\"}} 1"
+            ));
+        }
+        for source in ["text_layer", "ocr"] {
+            expected.push(format!("docflow_ocr_pages_total{{source=\"{source}\"}} 1"));
+        }
+        for line in expected {
+            assert!(t.lines().any(|l| l == line), "{line}\n{t}");
+        }
+    }
 
     #[test]
     fn summary_candidates_spread_over_the_document() {

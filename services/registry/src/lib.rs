@@ -11,8 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use clap::Parser;
-use docflow_config::{DatabaseArgs, TelemetryArgs};
+use docflow_config::DatabaseArgs;
 use docflow_events::CompatibilityLevel;
+use docflow_telemetry::TelemetryArgs;
 use tokio::net::TcpListener;
 
 pub mod error;
@@ -85,6 +86,6 @@ pub async fn serve(
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config.database, config.default_compatibility).await?;
     let listener = TcpListener::bind(config.listen).await?;
-    serve(store, listener, docflow_runtime::shutdown::signal()).await?;
+    serve(store, listener, docflow_telemetry::shutdown::signal()).await?;
     Ok(())
 }

@@ -9,10 +9,10 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use docflow_config::TelemetryArgs;
 use docflow_stage::isolate::{Isolated, IsolationArgs, Refusal, Reply, StartError, Workers};
 use docflow_stage::service::BuildError;
 use docflow_stage::{LocalTools, StageArgs, StageService};
+use docflow_telemetry::TelemetryArgs;
 
 pub mod render;
 pub mod stage;

@@ -127,7 +127,7 @@ mod tests {
     }
 
     fn renderer() -> Renderer {
-        Renderer::new(&docflow_embedded::pdfium_library(), 256).expect("pdfium (run `make tools`)")
+        Renderer::new(&docflow_stack::pdfium_library(), 256).expect("pdfium (run `make tools`)")
     }
 
     fn decode(png: &[u8]) -> DynamicImage {

@@ -29,6 +29,28 @@ pub const REFUSALS: &[&str] = &[
     class::SETUP,
 ];
 
+/// How a render ended: the `outcome` label of `docflow_thumbnail_render_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RenderOutcome {
+    /// Rendered (`ok`).
+    Ok,
+    /// The worker refused the document (`unrenderable`).
+    Unrenderable,
+    /// The worker died, ran out of time or memory, or answered nonsense (`killed`).
+    Killed,
+}
+
+impl RenderOutcome {
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RenderOutcome::Ok => "ok",
+            RenderOutcome::Unrenderable => "unrenderable",
+            RenderOutcome::Killed => "killed",
+        }
+    }
+}
+
 /// Stage metrics (the runtime's consumer metrics cover delivery, retries and lag).
 #[derive(Debug, Clone)]
 pub struct StageMetrics {
@@ -50,6 +72,13 @@ impl StageMetrics {
         )?;
         registry.register(Box::new(render.clone()))?;
         Ok(StageMetrics { render })
+    }
+
+    /// Observes one render that took `seconds` and ended with `outcome`.
+    pub(crate) fn observe_render(&self, outcome: RenderOutcome, seconds: f64) {
+        self.render
+            .with_label_values(&[outcome.as_str()])
+            .observe(seconds);
     }
 }
 
@@ -74,13 +103,6 @@ impl Thumbnails {
             metrics: StageMetrics::new(registry)?,
         })
     }
-
-    fn observe(&self, outcome: &str, seconds: f64) {
-        self.metrics
-            .render
-            .with_label_values(&[outcome])
-            .observe(seconds);
-    }
 }
 
 /// A render error as a worker reports it.
@@ -103,18 +125,20 @@ impl Stage for Thumbnails {
             Ok(reply) => (reply.value, reply.bytes),
             Err(e) => {
                 match e {
-                    IsolationError::Refused(_) => self.observe("unrenderable", elapsed),
+                    IsolationError::Refused(_) => self
+                        .metrics
+                        .observe_render(RenderOutcome::Unrenderable, elapsed),
                     // Workers cannot be started: a problem of this replica (retried).
                     IsolationError::Io { .. } => {}
                     _ => {
-                        self.observe("killed", elapsed);
+                        self.metrics.observe_render(RenderOutcome::Killed, elapsed);
                         tracing::warn!(document = %doc.event.document_id, class = e.class(), error = %e, "render worker failed");
                     }
                 }
                 return Err(e.into_handler_error(""));
             }
         };
-        self.observe("ok", elapsed);
+        self.metrics.observe_render(RenderOutcome::Ok, elapsed);
         let (width, height, pages) = (thumb.width, thumb.height, thumb.pages);
         tracing::debug!(
             document = %doc.event.document_id,
@@ -128,5 +152,36 @@ impl Stage for Thumbnails {
             "width": width, "height": height, "pages": pages, "png_bytes": png.len()
         });
         Ok(Output::default().artifact("png", png).summary(summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::{Encoder, TextEncoder};
+
+    use super::*;
+
+    #[test]
+    fn render_outcomes_keep_their_label_values() {
+        let registry = Registry::new();
+        let m = StageMetrics::new(&registry).unwrap();
+        let outcomes = [
+            (RenderOutcome::Ok, "ok"),
+            (RenderOutcome::Unrenderable, "unrenderable"),
+            (RenderOutcome::Killed, "killed"),
+        ];
+        for (o, label) in outcomes {
+            assert_eq!(o.as_str(), label);
+            m.observe_render(o, 0.1);
+        }
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut buf)
+            .unwrap();
+        let t = String::from_utf8(buf).unwrap();
+        for (_, label) in outcomes {
+            let line = format!("docflow_thumbnail_render_seconds_count{{outcome=\"{label}\"}} 1");
+            assert!(t.lines().any(|l| l == line), "{line}\n{t}");
+        }
     }
 }

@@ -24,9 +24,9 @@ pub(crate) struct CalibrateArgs {
     runs: usize,
 }
 
+/// The nearest-rank percentile `p` (0..=100) of `sorted`, which is not empty.
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+    docflow_store::stats::quantile(sorted, p / 100.0).unwrap_or_default()
 }
 
 pub(crate) async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
@@ -57,11 +57,11 @@ pub(crate) async fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
         &std::env::temp_dir(),
     )?;
     let started = Instant::now();
-    let Some(stage) = docflow_embedded::stages::stage(&args.stage) else {
+    let Some(stage) = docflow_stack::stages::stage(&args.stage) else {
         anyhow::bail!(
             "unknown stage {:?}: one of {}",
             args.stage,
-            docflow_embedded::stages::stage_names().join(", ")
+            docflow_stack::stages::stage_names().join(", ")
         );
     };
     let documents = docs.len();

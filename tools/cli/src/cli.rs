@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs, TelemetryArgs};
+use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs};
+use docflow_telemetry::TelemetryArgs;
 
 use crate::{
     analytics, autoscale, calibrate, dev, infra, plan, schemas, simulate, tokens, topics, upload,

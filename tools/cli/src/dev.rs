@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use docflow_embedded::{Stack, unique_name};
 use docflow_events::topics::DOC_PROCESSED;
 use docflow_events::{DocProcessed, EventCodec};
+use docflow_stack::{Stack, unique_name};
 use futures::StreamExt;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -74,9 +74,9 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         .ports(args.broker_port, args.registry_port, args.ingest_port)
         .token(DEV_TOKEN, &args.tenant)
         .ingest_with(|c| {
-            c.stages = docflow_embedded::stages::stage_names();
+            c.stages = docflow_stack::stages::stage_names();
             c.admin_tokens = vec![DEV_ADMIN_TOKEN.to_owned()];
-            c.console_groups = docflow_embedded::stages::stage_names();
+            c.console_groups = docflow_stack::stages::stage_names();
             c.console_groups
                 .push(docflow_store::analytics::LIVE_GROUP.to_owned());
         })
@@ -93,7 +93,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let codec = EventCodec::from_url(&stack.registry.url(), Duration::from_secs(10))?;
     schemas::register_all(&codec).await?;
     step(&format!("ingest API at {}", stack.ingest_url()));
-    for stage in docflow_embedded::STAGES {
+    for stage in docflow_stack::STAGES {
         stage.start(&mut stack).await?;
         step(&format!(
             "{} stage started (group {})",
@@ -250,13 +250,13 @@ async fn analytics(ingest: &str, uploads: usize) -> anyhow::Result<()> {
             .json()
             .await?;
         let totals = &body["totals"];
-        let stage_results: i64 = docflow_embedded::STAGES
+        let stage_results: i64 = docflow_stack::STAGES
             .iter()
             .flat_map(|s| totals["stages"][s.name].as_object().into_iter().flatten())
             .filter_map(|(_, n)| n.as_i64())
             .sum();
         let done = totals["documents"].as_i64() == Some(uploads as i64)
-            && stage_results >= (docflow_embedded::STAGES.len() * uploads) as i64;
+            && stage_results >= (docflow_stack::STAGES.len() * uploads) as i64;
         if done || tokio::time::Instant::now() >= deadline {
             println!(
                 "    tenant {}: {} uploads, {} bytes, dead-lettered {}",
@@ -336,7 +336,7 @@ async fn read_back(
     let mut want: HashMap<(&str, &str), &Uploaded> = uploaded
         .iter()
         .flat_map(|u| {
-            docflow_embedded::STAGES
+            docflow_stack::STAGES
                 .iter()
                 .map(move |s| ((u.id.as_str(), s.name), u))
         })

@@ -115,7 +115,7 @@ fn schema_check_passes_on_the_contract_and_fails_on_a_break() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_sends_files_through_the_api() {
     // Ingest and the thumbnails stage (for `--wait`) on one stack.
-    let stack = docflow_embedded::Stack::builder()
+    let stack = docflow_stack::Stack::builder()
         .sqlite()
         .partitions(2)
         .token("t0k", "acme")
@@ -237,7 +237,7 @@ async fn replay_plans_and_resets_a_group() {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-    let stack = docflow_embedded::Stack::builder().start().await.unwrap();
+    let stack = docflow_stack::Stack::builder().start().await.unwrap();
     let topic = stack.topic("cli-replay", 1).await.unwrap();
     let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
     for _ in 0..10 {
@@ -249,7 +249,7 @@ async fn replay_plans_and_resets_a_group() {
             .await
             .unwrap();
     }
-    let group = docflow_embedded::unique_name("cli-group");
+    let group = docflow_stack::unique_name("cli-group");
     let c: BaseConsumer = stack
         .kafka()
         .client_config("setup")

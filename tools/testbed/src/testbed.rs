@@ -2,11 +2,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs, TelemetryArgs};
+use docflow_config::{ConsumerArgs, DatabaseArgs, KafkaArgs};
 use docflow_runtime::handler::class;
 use docflow_runtime::{ConsumerSpec, Handler, HandlerError, Record};
 use docflow_stage::StoreLedger;
 use docflow_store::Deliveries;
+use docflow_telemetry::TelemetryArgs;
 use sqlx::AnyPool;
 
 /// Command line of `docflow-testbed`.
@@ -210,7 +211,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         spec,
         handler,
         registry,
-        docflow_runtime::shutdown::signal(),
+        docflow_telemetry::shutdown::signal(),
     )
     .await?;
     Ok(())

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use crate::dlq;
 use crate::handler::{Handler, HandlerError, Record};
-use crate::metrics::outcome;
+use crate::metrics::MessageOutcome;
 
 use super::worker::abandoned;
 use super::{Outcome, Shared};
@@ -70,19 +70,13 @@ async fn write<H: Handler>(
         }
         match s.producer.send(fr, Duration::from_secs(30)).await {
             Ok(_) => {
-                s.metrics
-                    .messages
-                    .with_label_values(&[&s.group, outcome::DEAD_LETTERED])
-                    .inc();
+                s.metrics.message(&s.group, MessageOutcome::DeadLettered);
                 tracing::warn!(class = e.class(), error = e.message(), dlq = %topic, attempts = record.attempt, "dead-lettered");
                 return true;
             }
             Err((err, _)) => {
                 failures += 1;
-                s.metrics
-                    .dlq_write_errors
-                    .with_label_values(&[&s.group])
-                    .inc();
+                s.metrics.dlq_write_error(&s.group);
                 let delay = s.retry.delay(failures);
                 tracing::error!(error = %err, dlq = %topic, ?delay, "dead-letter write failed; the partition waits");
                 tokio::select! {

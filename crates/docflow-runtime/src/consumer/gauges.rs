@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::metrics::{ConsumerMetrics, now_ms};
+use crate::metrics::{ConsumerMetrics, RebalanceKind, now_ms};
 
 use super::Tp;
 use super::tracker::PartitionTracker;
@@ -20,52 +20,31 @@ impl<'a> Gauges<'a> {
         Gauges { metrics, group }
     }
 
-    /// A rebalance callback: `kind` is `assign`, `revoke` or `lost` (a label value).
-    pub(super) fn rebalanced(&self, kind: &'static str) {
-        self.metrics
-            .rebalances
-            .with_label_values(&[self.group, kind])
-            .inc();
+    /// A rebalance callback of `kind`.
+    pub(super) fn rebalanced(&self, kind: RebalanceKind) {
+        self.metrics.rebalance(self.group, kind);
     }
 
     /// `partitions` are paused now (0: resumed).
     pub(super) fn paused(&self, partitions: usize) {
-        self.metrics
-            .paused_partitions
-            .with_label_values(&[self.group])
-            .set(gauge(partitions));
+        self.metrics.set_paused_partitions(self.group, partitions);
     }
 
     /// Records in flight, partitions assigned, and each partition's lag.
     pub(super) fn update(&self, in_flight: usize, trackers: &HashMap<Tp, PartitionTracker>) {
         let m = self.metrics;
         let g = self.group;
-        m.in_flight.with_label_values(&[g]).set(gauge(in_flight));
-        m.assigned_partitions
-            .with_label_values(&[g])
-            .set(gauge(trackers.len()));
+        m.set_in_flight(g, in_flight);
+        m.set_assigned_partitions(g, trackers.len());
         let now = now_ms();
         for ((topic, partition), t) in trackers {
-            let p = partition.to_string();
-            let labels = [g, topic.as_str(), p.as_str()];
-            if let Some(lag) = t.lag_records() {
-                m.lag_records.with_label_values(&labels).set(lag);
-            }
-            m.lag_seconds
-                .with_label_values(&labels)
-                .set(t.lag_seconds(now));
+            m.set_partition_lag(g, topic, *partition, t.lag_records(), t.lag_seconds(now));
         }
     }
 
     /// Drops the lag series of a partition no longer owned, so that a stale value is not
     /// reported for it forever (its new owner reports it).
     pub(super) fn forget_partition(&self, (topic, partition): &Tp) {
-        let labels = [self.group, topic.as_str(), &partition.to_string()];
-        let _ = self.metrics.lag_records.remove_label_values(&labels);
-        let _ = self.metrics.lag_seconds.remove_label_values(&labels);
+        self.metrics.forget_partition(self.group, topic, *partition);
     }
-}
-
-fn gauge(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -229,7 +229,7 @@ pub async fn run_service<H: Handler>(
     let metrics = ConsumerMetrics::new(&registry)?;
     // Spans the OTLP export had to drop (0 without export); a registry shared by several
     // replicas in one process has it once.
-    let _ = registry.register(Box::new(docflow_config::telemetry::SPANS_DROPPED.clone()));
+    let _ = registry.register(Box::new(docflow_telemetry::SPANS_DROPPED.clone()));
     let health = Arc::new(Health::default());
     let listener = crate::metrics::bind_admin(args.metrics_listen).await?;
     if let Ok(addr) = listener.local_addr() {
@@ -248,7 +248,7 @@ pub async fn run_service<H: Handler>(
     let _ = stop_admin.send(());
     let _ = admin.await;
     // The last spans, before the process exits.
-    tokio::task::spawn_blocking(docflow_config::telemetry::flush)
+    tokio::task::spawn_blocking(docflow_telemetry::flush)
         .await
         .ok();
     result

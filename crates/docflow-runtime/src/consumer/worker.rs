@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::handler::{Handler, HandlerError, Record, class};
 use crate::ledger::{CRASH_LOOP, Claimed, Death, DeliveryKey, UNSEEN_FACTOR};
-use crate::metrics::outcome;
+use crate::metrics::MessageOutcome;
 
 use super::dead_letter::dead_letter;
 use super::{Completion, Job, Outcome, Shared};
@@ -74,10 +74,7 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
     let group = s.group.as_str();
     // A dead letter of another group sent back to the topic (`docflow replay dlq`): not ours.
     if crate::dlq::redrive_group(record).is_some_and(|g| g != group) {
-        s.metrics
-            .messages
-            .with_label_values(&[group, outcome::OTHER_GROUP])
-            .inc();
+        s.metrics.message(group, MessageOutcome::OtherGroup);
         return Outcome::Done;
     }
     // Decoded once per delivery: retries and the dead-letter hook reuse it.
@@ -156,24 +153,16 @@ async fn process<H: Handler>(s: &Shared<H>, record: &mut Record, claimed: &mut b
             }
         };
         s.metrics
-            .handler_duration
-            .with_label_values(&[group])
-            .observe(started.elapsed().as_secs_f64());
+            .observe_handler(group, started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
-                s.metrics
-                    .messages
-                    .with_label_values(&[group, outcome::OK])
-                    .inc();
+                s.metrics.message(group, MessageOutcome::Ok);
                 return Outcome::Done;
             }
             Err(HandlerError::Transient { class, message })
                 if s.retry.may_retry(record.attempt) =>
             {
-                s.metrics
-                    .messages
-                    .with_label_values(&[group, outcome::RETRIED])
-                    .inc();
+                s.metrics.message(group, MessageOutcome::Retried);
                 let delay = s.retry.delay(record.attempt);
                 tracing::warn!(%class, %message, attempt = record.attempt, ?delay, "transient failure; retrying");
                 // A suspect lets the other records run while it waits, once the ledger no
@@ -262,10 +251,7 @@ async fn run_alone<H>(
             .await
             .map_err(|e| HandlerError::transient(class::LEDGER, e))?;
     }
-    s.metrics
-        .suspects
-        .with_label_values(&[s.group.as_str()])
-        .inc();
+    s.metrics.suspect_run(&s.group);
     Ok(Some(all))
 }
 
@@ -358,10 +344,7 @@ async fn release<H>(s: &Shared<H>, record: &Record, outcome: Outcome) {
 /// A handler stopped mid-run at shutdown: redelivered later, its claim released as for an
 /// abandoned record.
 fn interrupted<H>(s: &Shared<H>, record: &Record) -> Outcome {
-    s.metrics
-        .messages
-        .with_label_values(&[&s.group, outcome::INTERRUPTED])
-        .inc();
+    s.metrics.message(&s.group, MessageOutcome::Interrupted);
     tracing::warn!(
         offset = record.offset,
         partition = record.partition,
@@ -371,9 +354,6 @@ fn interrupted<H>(s: &Shared<H>, record: &Record) -> Outcome {
 }
 
 pub(super) fn abandoned<H>(s: &Shared<H>) -> Outcome {
-    s.metrics
-        .messages
-        .with_label_values(&[&s.group, outcome::ABANDONED])
-        .inc();
+    s.metrics.message(&s.group, MessageOutcome::Abandoned);
     Outcome::Abandoned
 }

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use docflow_embedded::{Stack, workspace_root};
 use docflow_events::document_id;
 use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
+use docflow_stack::{Stack, workspace_root};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -81,7 +81,7 @@ async fn groups_are_independent_and_the_api_shows_the_rollup() {
         .unwrap();
     let bed_group = stack.group("analytics-rollup");
     let logs = tempfile_dir();
-    let metrics_port = docflow_embedded::free_port().unwrap();
+    let metrics_port = docflow_stack::free_port().unwrap();
     let log = std::fs::File::create(logs.join("analytics.log")).unwrap();
     let mut rollup = std::process::Command::new(env!("CARGO_BIN_EXE_docflow-analytics-rollup"))
         .args([
@@ -248,7 +248,7 @@ async fn groups_are_independent_and_the_api_shows_the_rollup() {
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(docflow_embedded::unique_name("analytics-pipeline"));
+    let dir = std::env::temp_dir().join(docflow_stack::unique_name("analytics-pipeline"));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub use docflow_embedded::process::{Replica, metric};
-use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_events::{DocProcessed, DocUploaded, EventCodec, Outcome};
 use docflow_runtime::producer::idempotent_producer;
+pub use docflow_stack::process::{Replica, metric};
+use docflow_stack::{Stack, free_port, unique_name};
 use docflow_store::analytics::HOUR_MS;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -405,7 +405,7 @@ impl Bed {
     }
 
     pub fn logs_tail(&self) -> String {
-        docflow_embedded::process::logs_tail(&self.logs, 12)
+        docflow_stack::process::logs_tail(&self.logs, 12)
     }
 
     pub async fn finish(self) {

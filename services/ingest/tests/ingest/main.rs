@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use docflow_embedded::{Storage, unique_name};
 use docflow_events::{DocUploaded, EventCodec, document_id};
+use docflow_stack::{Storage, unique_name};
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -15,14 +15,14 @@ use serde_json::Value;
 
 /// The stack harness with ingest (small limits) and two tenants' tokens.
 struct Stack {
-    stack: docflow_embedded::Stack,
+    stack: docflow_stack::Stack,
     base: String,
     topic: String,
     http: reqwest::Client,
 }
 
 impl std::ops::Deref for Stack {
-    type Target = docflow_embedded::Stack;
+    type Target = docflow_stack::Stack;
     fn deref(&self) -> &Self::Target {
         &self.stack
     }
@@ -47,7 +47,7 @@ impl Stack {
         storage: Storage,
         tweak: impl FnOnce(&mut docflow_ingest::Config) + Send + 'static,
     ) -> Self {
-        let stack = docflow_embedded::Stack::builder()
+        let stack = docflow_stack::Stack::builder()
             .storage(storage)
             .partitions(3)
             .token(ALICE, "alice")
@@ -287,7 +287,7 @@ async fn upload_produces_and_reports_the_job() {
     // it missing: each job read straight after its 202 says `accepted`.
     for i in 0..25 {
         let line = format!("read straight after its answer, {i}");
-        let doc = docflow_embedded::pdf::text_pdf(&[&[line.as_str()]]);
+        let doc = docflow_stack::pdf::text_pdf(&[&[line.as_str()]]);
         let (status, body, _) = s.post(Some(ALICE), "", doc).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         let id = body["job_id"].as_str().unwrap();

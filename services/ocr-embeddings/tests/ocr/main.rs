@@ -8,13 +8,13 @@
 use std::io::Cursor;
 use std::time::Duration;
 
-use docflow_embedded::measure::cer;
-use docflow_embedded::pdf::{image_pdf, text_pdf};
-use docflow_embedded::{pdfium_library, workspace_root};
 use docflow_events::stages::OCR_EMBEDDINGS;
 use docflow_events::{DocProcessed, EventCodec, document_id, topics};
 use docflow_ocr_embeddings::ocr::{Ocr, OcrConfig};
 use docflow_ocr_embeddings::pages::{Extracted, Extractor, Limits, PageError};
+use docflow_stack::measure::cer;
+use docflow_stack::pdf::{image_pdf, text_pdf};
+use docflow_stack::{pdfium_library, workspace_root};
 use image::{DynamicImage, GrayImage, ImageFormat};
 use pdfium_render::prelude::PdfRenderConfig;
 use reqwest::StatusCode;
@@ -133,7 +133,7 @@ fn clean_compressed_and_noisy_skewed_scans_are_read() {
         ("150 dpi JPEG", jpeg),
         (
             "noisy 200 dpi PNG skewed 1°",
-            png(&docflow_embedded::pdf::noisy_rotated(
+            png(&docflow_stack::pdf::noisy_rotated(
                 &scan(CONTRACT, 200.0),
                 1.0,
             )),
@@ -229,7 +229,7 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let mut stack = docflow_embedded::Stack::builder()
+    let mut stack = docflow_stack::Stack::builder()
         .partitions(2)
         .token(ALICE, "alice")
         .token(BOB, "bob")
@@ -418,7 +418,7 @@ async fn documents_are_read_embedded_summarised_and_searchable() {
 
 /// The stage as its own process (the real binary) in `stack`, the tools under `.tools`,
 /// two workers, then `extra` arguments.
-fn stage_process(stack: &docflow_embedded::Stack, extra: &[&str]) -> std::process::Child {
+fn stage_process(stack: &docflow_stack::Stack, extra: &[&str]) -> std::process::Child {
     let tools = workspace_root().join(".tools");
     std::process::Command::new(env!("CARGO_BIN_EXE_docflow-ocr-embeddings"))
         .args(stack.stage_flags(OCR_EMBEDDINGS))
@@ -444,7 +444,7 @@ fn stage_process(stack: &docflow_embedded::Stack, extra: &[&str]) -> std::proces
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_stream_leaves_one_result_per_document() {
     use docflow_store::{ResultStore, StageStatus};
-    let stack = docflow_embedded::Stack::builder()
+    let stack = docflow_stack::Stack::builder()
         .partitions(2)
         .token(ALICE, "alice")
         .ingest_with(|c| c.stages = vec![OCR_EMBEDDINGS.to_owned()])
@@ -553,7 +553,7 @@ async fn kill_9_mid_stream_leaves_one_result_per_document() {
 async fn sigterm_mid_scan_keeps_the_pages_read_and_the_document_finishes_once() {
     use docflow_store::{ResultStore, StageStatus, TextKey, TextStore};
     const PAGES: usize = 12;
-    let stack = docflow_embedded::Stack::builder()
+    let stack = docflow_stack::Stack::builder()
         .partitions(1)
         .token(ALICE, "alice")
         .ingest_with(|c| c.stages = vec![OCR_EMBEDDINGS.to_owned()])
@@ -666,7 +666,7 @@ fn dense_text_page(chars: usize) -> Vec<u8> {
     let mut stream = format!("<< /Length {} >>\nstream\n", content.len()).into_bytes();
     stream.extend_from_slice(content.as_bytes());
     stream.extend_from_slice(b"\nendstream");
-    docflow_embedded::pdf::assemble(&[
+    docflow_stack::pdf::assemble(&[
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
         b"<< /Type /Pages /Count 1 /Kids [4 0 R] >>".to_vec(),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
@@ -703,7 +703,7 @@ fn pages_turned_a_quarter_a_half_and_three_quarters_are_read_upright() {
     let mut x = extractor(limits());
     let lines: Vec<&str> = INVOICE.iter().chain(CONTRACT).copied().collect();
     let want = lines.join("\n");
-    let upright = docflow_embedded::pdf::noisy_rotated(&scan(&lines, 200.0), 0.5);
+    let upright = docflow_stack::pdf::noisy_rotated(&scan(&lines, 200.0), 0.5);
     for degrees in [0u16, 90, 180, 270] {
         let delivered = match degrees {
             90 => image::imageops::rotate90(&upright),
@@ -811,7 +811,7 @@ fn blank_pages_cost_no_ocr() {
             .all(|p| p.text.is_empty() && p.layout.as_ref().is_none_or(|l| l.lines.is_empty()))
     );
     assert_eq!(read.ocr_pixels, 0);
-    let sheet = docflow_embedded::pdf::noisy_rotated(
+    let sheet = docflow_stack::pdf::noisy_rotated(
         &GrayImage::from_pixel(1700, 2200, image::Luma([250])),
         0.0,
     );

@@ -421,7 +421,7 @@ async fn a_database_that_refuses_connections_is_503() {
         .await
         .unwrap();
     let base = admin_url.rsplit_once('/').unwrap().0;
-    let registry = docflow_embedded::EmbeddedRegistry::start(&format!("{base}/{name}"))
+    let registry = docflow_stack::EmbeddedRegistry::start(&format!("{base}/{name}"))
         .await
         .unwrap();
     let http = reqwest::Client::new();

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use docflow_embedded::{Stack, unique_name, workspace_root};
 use docflow_events::{DocUploaded, EventCodec};
 use docflow_runtime::producer::{idempotent_producer, send_event};
 use docflow_runtime::trace::TraceContext;
+use docflow_stack::{Stack, unique_name, workspace_root};
 use serde_json::{Value, json};
 
 use crate::codec::sample_uploaded;

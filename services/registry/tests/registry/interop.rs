@@ -7,10 +7,10 @@ use std::time::Duration;
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value as Avro;
-use docflow_embedded::{Stack, unique_name};
 use docflow_events::EventCodec;
 use docflow_runtime::producer::{idempotent_producer, send_event};
 use docflow_runtime::trace::TraceContext;
+use docflow_stack::{Stack, unique_name};
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 

@@ -1,4 +1,4 @@
-use docflow_embedded::EmbeddedRegistry;
+use docflow_stack::EmbeddedRegistry;
 use docflow_store::scratch::ScratchDb;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

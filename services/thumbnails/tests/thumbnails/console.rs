@@ -12,9 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
-use docflow_embedded::{free_port, pdf::text_pdf};
 use docflow_events::document_id;
 use docflow_events::stages::{OCR_EMBEDDINGS, THUMBNAILS};
+use docflow_stack::{free_port, pdf::text_pdf};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

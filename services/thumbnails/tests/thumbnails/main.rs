@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use docflow_embedded::pdfium_library;
 use docflow_events::stages::THUMBNAILS;
 use docflow_events::{
     DocProcessed, DocUploaded, EventCodec, Outcome, document_id, idempotency_key, topics,
 };
 use docflow_runtime::producer::{idempotent_producer, send_event};
 use docflow_runtime::trace::TraceContext;
+use docflow_stack::pdfium_library;
 use docflow_store::{ResultStore, StageStatus};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -26,7 +26,7 @@ const TOKEN: &str = "tok-alice";
 /// The stack harness with ingest (tenant `alice`) and, unless asked otherwise, the
 /// thumbnails stage in process.
 struct Stack {
-    stack: docflow_embedded::Stack,
+    stack: docflow_stack::Stack,
     uploaded: String,
     processed: String,
     group: String,
@@ -35,7 +35,7 @@ struct Stack {
 }
 
 impl std::ops::Deref for Stack {
-    type Target = docflow_embedded::Stack;
+    type Target = docflow_stack::Stack;
     fn deref(&self) -> &Self::Target {
         &self.stack
     }
@@ -62,7 +62,7 @@ impl Stack {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let stack = docflow_embedded::Stack::builder()
+        let stack = docflow_stack::Stack::builder()
             .partitions(3)
             .token(TOKEN, "alice")
             .ingest_with(tweak)
@@ -430,7 +430,7 @@ fn self_referencing_pdf() -> Vec<u8> {
         ),
         stream("", "/X Do"),
     ];
-    docflow_embedded::pdf::assemble(&objects)
+    docflow_stack::pdf::assemble(&objects)
 }
 
 /// Rendering runs in worker processes with a memory limit: the self-referencing PDF kills

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use docflow_embedded::process::Replica;
-use docflow_embedded::{free_port, pdfium_library, workspace_binary};
 use docflow_events::stages::THUMBNAILS;
+use docflow_stack::process::Replica;
+use docflow_stack::{free_port, pdfium_library, workspace_binary};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -98,7 +98,7 @@ fn spawn(bin: std::path::PathBuf, args: Vec<String>, log: &std::path::Path) -> R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_upload_is_one_trace_across_processes_to_its_dead_letter() {
     let (got, otlp) = receiver().await;
-    let stack = docflow_embedded::Stack::builder()
+    let stack = docflow_stack::Stack::builder()
         .partitions(3)
         .start()
         .await

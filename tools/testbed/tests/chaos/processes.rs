@@ -258,7 +258,7 @@ async fn poison_records_are_dead_lettered_once_with_headers() {
     let consumer: StreamConsumer = bed
         .kafka()
         .client_config("dlq-reader")
-        .set("group.id", docflow_embedded::unique_name("dlq-reader"))
+        .set("group.id", docflow_stack::unique_name("dlq-reader"))
         .set("auto.offset.reset", "earliest")
         .create()
         .unwrap();

@@ -4,9 +4,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
-pub use docflow_embedded::process::{Replica, metric};
-use docflow_embedded::{Stack, free_port, unique_name};
 use docflow_runtime::producer::idempotent_producer;
+pub use docflow_stack::process::{Replica, metric};
+use docflow_stack::{Stack, free_port, unique_name};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureRecord;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -231,7 +231,7 @@ impl Bed {
     }
 
     pub fn logs_tail(&self) -> String {
-        docflow_embedded::process::logs_tail(&self.logs, 15)
+        docflow_stack::process::logs_tail(&self.logs, 15)
     }
 
     pub async fn finish(self) {

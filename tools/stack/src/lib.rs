@@ -93,7 +93,7 @@ pub enum EmbeddedError {
         source: rdkafka::error::KafkaError,
     },
     /// A stage that is not in [`STAGES`].
-    #[error("no stage {0:?} in docflow_embedded::STAGES")]
+    #[error("no stage {0:?} in docflow_stack::STAGES")]
     UnknownStage(String),
     /// Something the harness waited for did not happen in time.
     #[error("timed out: {0}")]
@@ -362,7 +362,7 @@ impl Broker {
 
 fn metadata_ok(bootstrap: &str) -> bool {
     let consumer: Result<BaseConsumer, _> = KafkaArgs::plaintext(bootstrap)
-        .client_config("docflow-embedded-probe")
+        .client_config("docflow-stack-probe")
         .set("log_level", "0")
         .create();
     match consumer {

@@ -5,6 +5,10 @@
 //! an exporter thread of their own behind a bounded queue: a slow or dead collector never
 //! blocks or slows the pipeline — spans that find the queue full are dropped and counted
 //! in `docflow_otel_spans_dropped_total` (every service's `/metrics` has it).
+//!
+//! [`shutdown::signal`] is every service's one shutdown story (SIGTERM or SIGINT).
+
+pub mod shutdown;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -23,6 +27,11 @@ use opentelemetry_sdk::trace::{
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+/// A duration flag (`250ms`, `5s`, `1m`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -84,7 +93,7 @@ pub struct TelemetryArgs {
         long = "otel-export-interval",
         env = "DOCFLOW_OTEL_EXPORT_INTERVAL",
         default_value = "1s",
-        value_parser = crate::parse_duration
+        value_parser = parse_duration
     )]
     pub export_interval: Duration,
 }
