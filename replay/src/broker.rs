@@ -105,7 +105,7 @@ pub fn members(c: &BaseConsumer, group: &str) -> Result<Vec<String>, ReplayError
         .flat_map(|g| {
             g.members()
                 .iter()
-                .map(|m| format!("{} ({})", m.client_id(), m.client_host()))
+                .map(|m| member_name(m.id(), m.client_id(), m.client_host()))
         })
         .collect())
 }
@@ -263,4 +263,31 @@ pub fn read_to_end(
     })();
     let _ = c.unassign();
     read
+}
+
+/// A group member as an operator can find it: its client id (else its member id), and the
+/// host it connects from when the broker knows it.
+fn member_name(id: &str, client_id: &str, host: &str) -> String {
+    let who = if client_id.is_empty() { id } else { client_id };
+    let who = if who.is_empty() { "a member" } else { who };
+    if host.is_empty() {
+        who.to_owned()
+    } else {
+        format!("{who} at {host}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_name;
+
+    #[test]
+    fn a_member_is_named_by_what_the_broker_knows() {
+        assert_eq!(
+            member_name("m-1", "docflow-thumbnails", "/10.0.0.7"),
+            "docflow-thumbnails at /10.0.0.7"
+        );
+        assert_eq!(member_name("m-1", "", ""), "m-1");
+        assert_eq!(member_name("", "", ""), "a member");
+    }
 }

@@ -115,7 +115,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             let report = redrive(&args).await?;
             print!("{report}");
             if !args.execute {
-                println!("dry run: nothing redriven (add --execute to redrive)");
+                println!("dry run: nothing was sent (add --execute to redrive)");
             }
         }
     }

@@ -92,14 +92,22 @@ pub struct DlqReport {
     pub exhausted: usize,
     /// Redriven (or would be) by error class.
     pub by_class: BTreeMap<String, usize>,
+    /// A dry run: nothing was sent; `redriven` counts what would be.
+    pub dry_run: bool,
 }
 
 impl std::fmt::Display for DlqReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redriven = if self.dry_run {
+            "would be redriven"
+        } else {
+            "redriven"
+        };
         writeln!(
             f,
-            "dead letters read: {}; redriven: {}; left by the filters: {}; redriven before: {}; \
-             out of redrives (they stay): {}",
+            "dead letters read: {}; {redriven}: {}; left out by the filters (class, time, \
+             source topic): {}; redriven by an earlier run: {}; redriven --max-redrives \
+             times already (they stay): {}",
             self.read, self.redriven, self.filtered, self.already_redriven, self.exhausted
         )?;
         for (class, n) in &self.by_class {
@@ -143,6 +151,7 @@ pub async fn redrive_with(
     .map_err(|e| ReplayError::Task(e.to_string()))??;
     let mut report = DlqReport {
         read: letters.len(),
+        dry_run: !args.execute,
         ..DlqReport::default()
     };
     for d in letters {
@@ -234,4 +243,28 @@ async fn send_back(
         .await
         .map(|_| ())
         .map_err(|(e, _)| ReplayError::kafka("producing a redriven record")(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DlqReport;
+
+    #[test]
+    fn a_dry_run_says_what_would_be_redriven() {
+        let dry = DlqReport {
+            read: 3,
+            redriven: 1,
+            filtered: 2,
+            dry_run: true,
+            ..DlqReport::default()
+        };
+        let text = dry.to_string();
+        assert!(text.contains("would be redriven: 1"), "{text}");
+        assert!(!text.contains("; redriven: "), "{text}");
+        let done = DlqReport {
+            dry_run: false,
+            ..dry
+        };
+        assert!(done.to_string().contains("; redriven: 1"), "{done}");
+    }
 }

@@ -73,6 +73,11 @@ pub enum StoreError {
     /// The URL names no supported database.
     #[error("unsupported database URL {0:?}: use sqlite://FILE or postgres://...")]
     UnsupportedUrl(String),
+    /// A database to read names a SQLite file that does not exist.
+    #[error(
+        "no database at {0:?} (the file does not exist; nothing was created): point --database-url or DATABASE_URL at the stack's database, e.g. sqlite://.run/docflow.db for `make run`"
+    )]
+    NoDatabase(String),
     /// The database cannot be reached (transient).
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
@@ -227,6 +232,31 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreEr
     Ok(pool)
 }
 
+/// A pool over an existing database, for commands that only read it: a SQLite file is
+/// opened read-only (`mode=ro` unless the URL sets a mode) and never created
+/// ([`StoreError::NoDatabase`] when it is not there).
+pub async fn connect_existing(url: &str, max_connections: u32) -> Result<AnyPool, StoreError> {
+    if Backend::of(url)? != Backend::Sqlite || url.contains(":memory:") {
+        return connect(url, max_connections).await;
+    }
+    let path = url
+        .trim_start_matches("sqlite:")
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    if !std::path::Path::new(path).is_file() {
+        return Err(StoreError::NoDatabase(redact(url)));
+    }
+    let url = if url.contains("mode=") {
+        url.to_owned()
+    } else {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}mode=ro")
+    };
+    connect(&url, max_connections).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,5 +319,36 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(sync, 2, "FULL: a commit is durable when it returns");
+    }
+
+    #[tokio::test]
+    async fn a_database_to_read_is_never_created_and_opened_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.db");
+        let url = format!("sqlite://{}", path.display());
+        let e = connect_existing(&url, 2).await.unwrap_err();
+        assert!(matches!(e, StoreError::NoDatabase(_)), "{e}");
+        assert!(e.to_string().contains("DATABASE_URL"), "{e}");
+        assert!(!path.exists(), "nothing created");
+        // An existing file is read, not written.
+        let pool = connect(&url, 1).await.unwrap();
+        sqlx::query("CREATE TABLE t (a BIGINT)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let ro = connect_existing(&url, 1).await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t")
+            .fetch_one(&ro)
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+        assert!(
+            sqlx::query("INSERT INTO t (a) VALUES (1)")
+                .execute(&ro)
+                .await
+                .is_err(),
+            "read-only"
+        );
     }
 }

@@ -78,8 +78,9 @@ pub(crate) async fn run(args: AnalyticsArgs) -> anyhow::Result<()> {
         }),
     };
     anyhow::ensure!(from < to, "--from must be before --to");
-    // Read only: no migration (the rollup's own replicas bring the schema up).
-    let pool = docflow_store::connect(&args.database.url, 2).await?;
+    // Read only: no migration (the rollup's own replicas bring the schema up), and a SQLite
+    // file that is not there is not created.
+    let pool = docflow_store::connect_existing(&args.database.url, 2).await?;
     let analytics = Analytics::new(pool, docflow_store::analytics::LIVE_GROUP);
     let buckets = analytics
         .rollup(args.tenant.as_deref(), from, to, args.granularity)

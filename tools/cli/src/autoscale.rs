@@ -66,14 +66,22 @@ pub(crate) fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
         let e =
             explain(&so, &offsets, &metrics, current, &mut memory).map_err(anyhow::Error::msg)?;
         if partitions.len() > 1 {
-            println!("poll {} ({}), {current} replicas:", i + 1, file.display());
+            println!(
+                "poll {} ({}), {}:",
+                i + 1,
+                file.display(),
+                replica_count(u64::from(current))
+            );
         } else {
-            println!("{current} replicas now");
+            println!("{} now", replica_count(u64::from(current)));
         }
         for t in &e.triggers {
             println!(
-                "  trigger {}: {}; target {} per replica → {} replicas",
-                t.name, t.detail, t.target, t.proposal
+                "  trigger {}: {}; target {} per replica → {}",
+                t.name,
+                t.detail,
+                t.target,
+                replica_count(u64::from(t.proposal))
             );
         }
         println!("  active: {}", if e.active { "yes" } else { "no" });
@@ -334,4 +342,23 @@ fn scaled_object_from(docs: &[Value], name: Option<&str>) -> anyhow::Result<Scal
         },
         triggers,
     })
+}
+
+/// `n replica(s)`, in English.
+fn replica_count(n: u64) -> String {
+    if n == 1 {
+        "1 replica".to_owned()
+    } else {
+        format!("{n} replicas")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_replica_is_not_plural() {
+        assert_eq!(super::replica_count(1), "1 replica");
+        assert_eq!(super::replica_count(0), "0 replicas");
+        assert_eq!(super::replica_count(3), "3 replicas");
+    }
 }

@@ -16,8 +16,19 @@ mod topics;
 mod upload;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    cli.telemetry.init()?;
-    cli.run().await
+    let outcome = match cli.telemetry.init() {
+        Ok(()) => cli.run().await,
+        Err(e) => Err(e.into()),
+    };
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line with the causes, whatever RUST_BACKTRACE says: a user error is not a
+            // crash (a panic still prints its backtrace).
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -478,3 +478,30 @@ fn infra_is_generated_validated_and_explained() {
         "{err}"
     );
 }
+
+/// `docflow analytics` outside a stack: one line naming the database it tried and how to
+/// point it elsewhere, even with RUST_BACKTRACE set, and no database file left behind.
+#[test]
+fn a_user_error_is_one_line_and_creates_no_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = docflow()
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("DATABASE_URL")
+        .arg("analytics")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("error: no database at"), "{err}");
+    assert!(
+        lines[0].contains("docflow.db") && lines[0].contains("DATABASE_URL"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("docflow.db").exists(),
+        "a database file was created"
+    );
+}
