@@ -27,7 +27,8 @@ tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding mod
 	@./scripts/install-browser.sh
 
 run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@$(CARGO) build --quiet -p docflow-cli $(SERVICES)
+	@echo "==> building docflow and its services (cargo's progress below; the first build takes ~13 min on 2 cores)"
+	@$(CARGO) build -p docflow-cli $(SERVICES)
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 # NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.

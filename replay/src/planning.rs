@@ -35,6 +35,9 @@ pub struct Plan {
     pub topic: String,
     /// Per partition.
     pub partitions: Vec<PartitionPlan>,
+    /// The group has no committed offset on any partition planned and no member: it may
+    /// not exist (a typo in `--group`).
+    pub unknown_group: bool,
 }
 
 impl Plan {
@@ -53,7 +56,15 @@ impl Plan {
 
     /// The plan as a table, with the drain estimate at `rate` records/s.
     pub fn table(&self, rate: Option<f64>) -> String {
-        let mut out = format!(
+        let mut out = String::new();
+        if self.unknown_group {
+            out.push_str(&format!(
+                "warning: group {} has no committed offset on {} and no member: it may not exist \
+                 (check --group); a new group would start at the targets below\n",
+                self.group, self.topic
+            ));
+        }
+        out.push_str(&format!(
             "group {} on {}\n{:>9} {:>12} {:>12} {:>12} {:>12} {:>12}  note\n",
             self.group,
             self.topic,
@@ -63,7 +74,7 @@ impl Plan {
             "log end",
             "target",
             "to process"
-        );
+        ));
         for p in &self.partitions {
             let committed = p.committed.map_or("-".to_owned(), |c| c.to_string());
             let note = match (p.clamped_from, p.committed) {
@@ -255,10 +266,13 @@ fn plan_blocking(args: &PlanArgs) -> Result<Plan, ReplayError> {
             to_process: (range_end - target).max(0),
         });
     }
+    let unknown_group =
+        out.iter().all(|p| p.committed.is_none()) && broker::members(&c, &args.group)?.is_empty();
     Ok(Plan {
         group: args.group.clone(),
         topic: args.topic.clone(),
         partitions: out,
+        unknown_group,
     })
 }
 
@@ -317,6 +331,7 @@ mod tests {
                     to_process: 3,
                 },
             ],
+            unknown_group: false,
         };
         assert_eq!(plan.csv(), "t,0,10\nt,1,5\n");
         let table = plan.table(Some(1.0));
@@ -324,6 +339,18 @@ mod tests {
         assert!(
             table.contains("total to process: 43 records; at 1 records/s: about 43s"),
             "{table}"
+        );
+        assert!(!table.contains("warning"), "{table}");
+        let unknown = Plan {
+            unknown_group: true,
+            ..plan
+        };
+        assert!(
+            unknown
+                .table(None)
+                .starts_with("warning: group g has no committed offset on t and no member"),
+            "{}",
+            unknown.table(None)
         );
     }
 }
