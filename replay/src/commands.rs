@@ -44,6 +44,34 @@ async fn rate_of(args: &PlanArgs) -> Result<Option<f64>, ReplayError> {
 
 /// Runs a command, printing what it plans and does.
 pub async fn run(command: Command) -> anyhow::Result<()> {
+    let bootstrap = match &command {
+        Command::Plan(args) => args.kafka.bootstrap_servers.clone(),
+        Command::Run(args) => args.plan.kafka.bootstrap_servers.clone(),
+        Command::Dlq(args) => args.kafka.bootstrap_servers.clone(),
+    };
+    run_command(command)
+        .await
+        .map_err(|e| with_broker(e, &bootstrap))
+}
+
+/// A broker error names the broker it tried and what sets it.
+fn with_broker(e: anyhow::Error, bootstrap: &str) -> anyhow::Error {
+    let from_broker = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<ReplayError>(),
+            Some(ReplayError::Kafka { .. })
+        )
+    });
+    if from_broker {
+        e.context(format!(
+            "broker {bootstrap} (set by --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)"
+        ))
+    } else {
+        e
+    }
+}
+
+async fn run_command(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Plan(args) => {
             let output = args.output;
@@ -120,4 +148,29 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_error_names_the_broker_and_its_flag() {
+        let e = anyhow::Error::from(ReplayError::Kafka {
+            context: "describing the group",
+            source: rdkafka::error::KafkaError::MetadataFetch(
+                rdkafka::types::RDKafkaErrorCode::BrokerTransportFailure,
+            ),
+        });
+        let text = format!("{:#}", with_broker(e, "kafka-0:9093"));
+        assert!(
+            text.starts_with("broker kafka-0:9093 (set by --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS): describing the group"),
+            "{text}"
+        );
+        let other = anyhow::anyhow!("--from must be before --to");
+        assert_eq!(
+            format!("{:#}", with_broker(other, "x")),
+            "--from must be before --to"
+        );
+    }
 }
