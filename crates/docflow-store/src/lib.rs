@@ -81,6 +81,17 @@ pub enum StoreError {
     /// The database cannot be reached (transient).
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
+    /// The database could not be connected to at start: its (redacted) URL and what sets it.
+    #[error(
+        "cannot connect to the database {url} ({source}); it is set by --database-url or DATABASE_URL"
+    )]
+    Connect {
+        /// The URL tried, without its password.
+        url: String,
+        /// Why not.
+        #[source]
+        source: sqlx::Error,
+    },
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -103,7 +114,7 @@ impl StoreError {
     /// closed, I/O), as opposed to a bad query or a constraint.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            StoreError::Unavailable(_) => true,
+            StoreError::Unavailable(_) | StoreError::Connect { .. } => true,
             StoreError::Query(e) => is_unavailable(e),
             _ => false,
         }
@@ -213,7 +224,10 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreEr
         .acquire_timeout(Duration::from_secs(5))
         .connect(&url)
         .await
-        .map_err(StoreError::Unavailable)?;
+        .map_err(|source| StoreError::Connect {
+            url: redact(&url),
+            source,
+        })?;
     if backend == Backend::Sqlite && !url.contains(":memory:") {
         // Write-ahead log: a commit appends to the log and syncs it once (synchronous stays
         // FULL, so a commit is durable when it returns), where the default rollback journal
@@ -350,5 +364,17 @@ mod tests {
                 .is_err(),
             "read-only"
         );
+    }
+
+    #[tokio::test]
+    async fn a_database_that_cannot_be_reached_is_named_with_its_flag() {
+        let e = connect("postgres://docflow:secret@127.0.0.1:1/x", 1)
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(e.is_unavailable(), "{text}");
+        assert!(text.contains("127.0.0.1:1"), "{text}");
+        assert!(text.contains("--database-url or DATABASE_URL"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
     }
 }

@@ -28,6 +28,20 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
+/// A command's exit: success, or its error on one line with its causes (`{:#}`: anyhow's
+/// chain) on stderr, whatever `RUST_BACKTRACE` says: a user error is not a crash (a panic
+/// still prints its backtrace).
+pub fn exit_code<E: std::fmt::Display>(outcome: Result<(), E>) -> std::process::ExitCode {
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A duration flag (`250ms`, `5s`, `1m`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))

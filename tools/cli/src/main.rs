@@ -22,13 +22,5 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => cli.run().await,
         Err(e) => Err(e.into()),
     };
-    match outcome {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // One line with the causes, whatever RUST_BACKTRACE says: a user error is not a
-            // crash (a panic still prints its backtrace).
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    docflow_telemetry::exit_code(outcome)
 }
