@@ -27,7 +27,12 @@ pub(crate) fn check(dir: &Path, level: CompatibilityLevel) -> anyhow::Result<()>
 /// Registers the newest schema of each topic; prints subject and id.
 pub(crate) async fn register(registry: &RegistryArgs) -> anyhow::Result<()> {
     let codec = codec(registry)?;
-    register_all(&codec).await
+    register_all(&codec).await.with_context(|| {
+        format!(
+            "schema registry {} (set by --schema-registry-url or SCHEMA_REGISTRY_URL)",
+            registry.url
+        )
+    })
 }
 
 pub(crate) fn codec(registry: &RegistryArgs) -> anyhow::Result<EventCodec> {

@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use anyhow::Context;
 use docflow_config::KafkaArgs;
 use docflow_events::topics::{DOC_UPLOADED, TABLE};
 use docflow_runtime::admin::{TopicSpec, ensure_topics};
@@ -28,7 +29,14 @@ pub(crate) async fn create(
     replication: i32,
 ) -> anyhow::Result<()> {
     let specs = specs(uploaded_partitions, replication);
-    ensure_topics(kafka, &specs, Duration::from_secs(30)).await?;
+    ensure_topics(kafka, &specs, Duration::from_secs(30))
+        .await
+        .with_context(|| {
+            format!(
+                "broker {} (set by --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)",
+                kafka.bootstrap_servers
+            )
+        })?;
     for s in &specs {
         println!(
             "{:<16} partitions={} replication={}",

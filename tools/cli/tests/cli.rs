@@ -505,3 +505,29 @@ fn a_user_error_is_one_line_and_creates_no_database() {
         "a database file was created"
     );
 }
+
+/// A registry that cannot be reached is named with the flag and variable that set it, in
+/// one line.
+#[test]
+fn an_unreachable_registry_is_named_with_its_flag() {
+    let out = docflow()
+        .env("RUST_BACKTRACE", "1")
+        .args([
+            "schemas",
+            "register",
+            "--schema-registry-url",
+            "http://127.0.0.1:1",
+            "--schema-registry-timeout",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("error: schema registry http://127.0.0.1:1/ (set by --schema-registry-url or SCHEMA_REGISTRY_URL)"),
+        "{err}"
+    );
+}
