@@ -452,15 +452,23 @@ async fn metrics(State(s): State<AdminState>) -> Response {
     render(&s.registry)
 }
 
+/// `registry` in Prometheus' text format (what every docflow `/metrics` endpoint serves).
+pub fn text(registry: &Registry) -> Result<String, prometheus::Error> {
+    let mut buf = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut buf)?;
+    String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
 /// `registry` as a Prometheus text-format response (every docflow `/metrics` endpoint).
 pub fn render(registry: &Registry) -> Response {
-    let mut buf = Vec::new();
-    let enc = TextEncoder::new();
-    match enc.encode(&registry.gather(), &mut buf) {
-        Ok(()) => (
+    match text(registry) {
+        Ok(body) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, enc.format_type().to_owned())],
-            buf,
+            [(
+                header::CONTENT_TYPE,
+                TextEncoder::new().format_type().to_owned(),
+            )],
+            body,
         )
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
@@ -470,14 +478,6 @@ pub fn render(registry: &Registry) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn text(registry: &Registry) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut buf)
-            .unwrap();
-        String::from_utf8(buf).unwrap()
-    }
 
     /// The sample lines of series `name`.
     fn series<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
@@ -532,7 +532,7 @@ mod tests {
         m.set_partition_lag("g", "t", 7, Some(5), 1.5);
         m.dlq_write_error("g");
 
-        let t = text(&registry);
+        let t = text(&registry).unwrap();
         let g = "group=\"g\"";
         for (_, label) in outcomes {
             let outcome = format!("outcome=\"{label}\"");
@@ -578,7 +578,7 @@ mod tests {
         assert!(has(&t, "docflow_consumer_lag_seconds", &tp), "{t}");
 
         m.forget_partition("g", "t", 7);
-        let t = text(&registry);
+        let t = text(&registry).unwrap();
         assert!(series(&t, "docflow_consumer_lag_records").is_empty(), "{t}");
         assert!(series(&t, "docflow_consumer_lag_seconds").is_empty(), "{t}");
     }

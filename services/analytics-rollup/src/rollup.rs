@@ -438,8 +438,6 @@ impl PositionStore for StorePositions {
 
 #[cfg(test)]
 mod tests {
-    use prometheus::{Encoder, TextEncoder};
-
     use super::*;
 
     #[test]
@@ -461,11 +459,7 @@ mod tests {
             assert_eq!(r.as_str(), label);
             m.observe_commit(r, 0.01, 3);
         }
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut buf)
-            .unwrap();
-        let t = String::from_utf8(buf).unwrap();
+        let t = docflow_runtime::metrics::text(&registry).unwrap();
         let mut expected: Vec<String> = Vec::new();
         for (_, input) in inputs {
             for result in ["counted", "duplicate"] {

@@ -231,8 +231,6 @@ pub(crate) async fn observe(
 
 #[cfg(test)]
 mod tests {
-    use prometheus::{Encoder, TextEncoder};
-
     use super::*;
 
     /// Whether a sample line of series `name` carries every one of `labels`.
@@ -267,11 +265,7 @@ mod tests {
             m.accept_mark(o);
         }
 
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&m.registry.gather(), &mut buf)
-            .unwrap();
-        let t = String::from_utf8(buf).unwrap();
+        let t = docflow_runtime::metrics::text(&m.registry).unwrap();
         assert!(
             has(
                 &t,

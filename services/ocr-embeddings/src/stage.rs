@@ -476,7 +476,6 @@ mod tests {
 
     #[test]
     fn typed_series_keep_their_names_and_label_values() {
-        use prometheus::{Encoder, TextEncoder};
         let registry = Registry::new();
         let m = Metrics::new(&registry).unwrap();
         let reads = [
@@ -495,11 +494,7 @@ mod tests {
         }
         m.page_read(TextSource::TextLayer);
         m.page_read(TextSource::Ocr);
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut buf)
-            .unwrap();
-        let t = String::from_utf8(buf).unwrap();
+        let t = docflow_runtime::metrics::text(&registry).unwrap();
         let mut expected: Vec<String> = Vec::new();
         for (_, label) in reads {
             expected.push(format!(

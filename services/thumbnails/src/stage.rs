@@ -157,8 +157,6 @@ impl Stage for Thumbnails {
 
 #[cfg(test)]
 mod tests {
-    use prometheus::{Encoder, TextEncoder};
-
     use super::*;
 
     #[test]
@@ -174,11 +172,7 @@ mod tests {
             assert_eq!(o.as_str(), label);
             m.observe_render(o, 0.1);
         }
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut buf)
-            .unwrap();
-        let t = String::from_utf8(buf).unwrap();
+        let t = docflow_runtime::metrics::text(&registry).unwrap();
         for (_, label) in outcomes {
             let line = format!("docflow_thumbnail_render_seconds_count{{outcome=\"{label}\"}} 1");
             assert!(t.lines().any(|l| l == line), "{line}\n{t}");
