@@ -208,10 +208,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<AnyPool, StoreEr
 
     let backend = Backend::of(url)?;
     let url = match backend {
-        Backend::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
-            let sep = if url.contains('?') { '&' } else { '?' };
-            format!("{url}{sep}mode=rwc")
-        }
+        Backend::Sqlite if !url.contains(":memory:") => with_default_mode(url, "rwc"),
         _ => url.to_owned(),
     };
     let pool = AnyPoolOptions::new()
@@ -262,13 +259,16 @@ pub async fn connect_existing(url: &str, max_connections: u32) -> Result<AnyPool
     if !std::path::Path::new(path).is_file() {
         return Err(StoreError::NoDatabase(redact(url)));
     }
-    let url = if url.contains("mode=") {
-        url.to_owned()
-    } else {
-        let sep = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{sep}mode=ro")
-    };
-    connect(&url, max_connections).await
+    connect(&with_default_mode(url, "ro"), max_connections).await
+}
+
+/// A SQLite URL with `mode=<mode>` unless it sets a mode itself.
+fn with_default_mode(url: &str, mode: &str) -> String {
+    if url.contains("mode=") {
+        return url.to_owned();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}mode={mode}")
 }
 
 #[cfg(test)]
