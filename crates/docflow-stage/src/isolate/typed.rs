@@ -156,7 +156,7 @@ impl<W: Isolated> Workers<W> {
     /// for the document's own refusal).
     pub async fn run(&self, job: &[u8]) -> Result<Reply<W::Answer>, IsolationError> {
         match self.pool.run(job).await {
-            Ok(answer) => decode_reply(&answer),
+            Ok(answer) => decode_reply(answer),
             Err(IsolationError::Job(payload)) => Err(decode_refusal::<W>(&payload)),
             Err(e) => Err(e),
         }
@@ -171,7 +171,9 @@ impl<W: Isolated> Workers<W> {
 /// The class of an answer that does not decode (or that its worker could not encode).
 const MALFORMED: &str = "malformed_answer";
 
-fn decode_reply<T: DeserializeOwned>(answer: &[u8]) -> Result<Reply<T>, IsolationError> {
+/// The value and the raw bytes of `answer`; the bytes keep `answer`'s buffer (a thumbnail's
+/// PNG is not copied again).
+fn decode_reply<T: DeserializeOwned>(mut answer: Vec<u8>) -> Result<Reply<T>, IsolationError> {
     let malformed = |detail: String| IsolationError::Malformed { detail };
     let len = answer
         .get(..4)
@@ -183,9 +185,10 @@ fn decode_reply<T: DeserializeOwned>(answer: &[u8]) -> Result<Reply<T>, Isolatio
         .get(4..end)
         .ok_or_else(|| malformed(format!("a {len}-byte value in {} bytes", answer.len())))?;
     let value = serde_json::from_slice(json).map_err(|e| malformed(e.to_string()))?;
+    answer.drain(..end);
     Ok(Reply {
         value,
-        bytes: answer[end..].to_vec(),
+        bytes: answer,
     })
 }
 
@@ -330,12 +333,12 @@ mod tests {
             Reply::new("a value".to_owned()).with_bytes(vec![0, 255, 10])
         ))
         .unwrap();
-        let back: Reply<String> = decode_reply(&wire).unwrap();
+        let back: Reply<String> = decode_reply(wire).unwrap();
         assert_eq!(back.value, "a value");
         assert_eq!(back.bytes, vec![0, 255, 10]);
         for bad in [&b""[..], b"\0\0", b"\0\0\0\x09{}", b"\0\0\0\x02{x"] {
             assert_eq!(
-                decode_reply::<String>(bad).unwrap_err().class(),
+                decode_reply::<String>(bad.to_vec()).unwrap_err().class(),
                 "malformed_answer"
             );
         }
