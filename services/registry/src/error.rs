@@ -95,6 +95,10 @@ pub enum RegistryError {
         /// What it takes.
         expected: &'static str,
     },
+    /// 404 (`error_code` 404): a schema id that is not a number a schema could have (not
+    /// an integer, or past 2^31-1), answered as Confluent's JAX-RS path conversion does.
+    #[error("HTTP 404 Not Found")]
+    IdNotANumber,
     /// 404: no such endpoint.
     #[error("HTTP 404 Not Found: no endpoint {0}")]
     NoSuchEndpoint(String),
@@ -161,7 +165,7 @@ impl RegistryError {
             ReferenceExists { .. } => (StatusCode::UNPROCESSABLE_ENTITY, 42206),
             InvalidMode(_) => (StatusCode::UNPROCESSABLE_ENTITY, 42204),
             BadQuery { .. } => (StatusCode::BAD_REQUEST, 400),
-            NoSuchEndpoint(_) => (StatusCode::NOT_FOUND, 404),
+            NoSuchEndpoint(_) | IdNotANumber => (StatusCode::NOT_FOUND, 404),
             MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, 405),
             NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, 406),
             BadBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, 422),

@@ -34,7 +34,7 @@ pub(super) async fn check_version(
     bytes: Bytes,
 ) -> ApiResult {
     let against = VersionRef::parse(&version)?;
-    let schema = candidate(&s, &headers, &bytes).await?;
+    let schema = candidate(&s, &headers, &bytes, f.normalize).await?;
     compat_response(s.check(&subject, Some(against), &schema).await?, f.verbose)
 }
 
@@ -45,7 +45,7 @@ pub(super) async fn check_all(
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult {
-    let schema = candidate(&s, &headers, &bytes).await?;
+    let schema = candidate(&s, &headers, &bytes, f.normalize).await?;
     compat_response(s.check(&subject, None, &schema).await?, f.verbose)
 }
 

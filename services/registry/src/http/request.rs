@@ -17,10 +17,12 @@ const ACCEPTED_CONTENT_TYPES: [&str; 4] = [
 ];
 
 /// The query parameters. Booleans parse whatever their case (`true`, `True`, `TRUE`:
-/// Confluent's Python client sends `?deleted=False`); `offset`/`limit` page a list (`limit`
-/// -1: all); `subjectPrefix` filters subjects; `deletedOnly` (also `deleted_only`, as the
-/// Python client spells it) lists only soft-deleted entries. Other parameters (`normalize`,
-/// `format`, `subject`...) are accepted and change nothing here.
+/// Confluent's Python client sends `?deleted=False`), and anything else is refused (400)
+/// where Confluent would read it as false, so a typo never silently means false;
+/// `offset`/`limit` page a list (`limit` -1: all); `subjectPrefix` filters subjects;
+/// `deletedOnly` (also `deleted_only`, as the Python client spells it) lists only
+/// soft-deleted entries; `normalize` registers and looks up by Confluent's normalized form.
+/// Other parameters (`format`, `subject`...) are accepted and change nothing here.
 #[derive(Debug)]
 pub(super) struct Flags {
     pub(super) deleted: bool,
@@ -28,6 +30,7 @@ pub(super) struct Flags {
     pub(super) permanent: bool,
     pub(super) verbose: bool,
     pub(super) default_to_global: bool,
+    pub(super) normalize: bool,
     offset: usize,
     limit: Option<usize>,
     pub(super) subject_prefix: Option<String>,
@@ -41,6 +44,7 @@ impl Flags {
             permanent: false,
             verbose: false,
             default_to_global: false,
+            normalize: false,
             offset: 0,
             limit: None,
             subject_prefix: None,
@@ -60,6 +64,7 @@ impl Flags {
                 "permanent" => f.permanent = parse_bool(&name, &value)?,
                 "verbose" => f.verbose = parse_bool(&name, &value)?,
                 "defaultToGlobal" => f.default_to_global = parse_bool(&name, &value)?,
+                "normalize" => f.normalize = parse_bool(&name, &value)?,
                 _ => {}
             }
         }
@@ -175,10 +180,13 @@ pub(super) fn body<T: serde::de::DeserializeOwned>(
     parsed.map_err(|e| RegistryError::BadBody(e.to_string()))
 }
 
+/// The schema a request carries; `normalize`: identified by Confluent's normalized form
+/// (`?normalize=true`) rather than its canonical string.
 pub(super) async fn candidate(
     store: &Store,
     headers: &HeaderMap,
     bytes: &Bytes,
+    normalize: bool,
 ) -> Result<CandidateSchema, RegistryError> {
     let req: SchemaRequest = body(headers, bytes)?;
     store
@@ -186,6 +194,7 @@ pub(super) async fn candidate(
             &req.schema,
             req.schema_type.as_deref(),
             req.references.unwrap_or_default(),
+            normalize,
         )
         .await
 }

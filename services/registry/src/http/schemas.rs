@@ -7,11 +7,16 @@ use super::request::Query;
 use super::{ApiResult, Shared, ok, raw, with_references};
 use crate::error::RegistryError;
 
+/// A schema id from the path: not a 32-bit integer is 404 with `error_code` 404 (as
+/// Confluent and Karapace answer `/schemas/ids/abc`); a number no schema has (0, -1) is
+/// 40403.
 fn parse_id(id: &str) -> Result<i64, RegistryError> {
-    id.parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| RegistryError::SchemaNotFound(id.to_owned()))
+    let n = id.parse::<i32>().map_err(|_| RegistryError::IdNotANumber)?;
+    if n > 0 {
+        Ok(i64::from(n))
+    } else {
+        Err(RegistryError::SchemaNotFound(n.to_string()))
+    }
 }
 
 pub(super) async fn schema_by_id(State(s): Shared, Path(id): Path<String>, _: Query) -> ApiResult {

@@ -68,11 +68,11 @@ pub(super) async fn raw_version(
 pub(super) async fn register(
     State(s): Shared,
     Path(subject): Path<String>,
-    _: Query,
+    Query(f): Query,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult {
-    let schema = candidate(&s, &headers, &bytes).await?;
+    let schema = candidate(&s, &headers, &bytes, f.normalize).await?;
     let id = s.register(&subject, &schema).await?;
     ok(json!({"id": id}))
 }
@@ -84,7 +84,7 @@ pub(super) async fn lookup(
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult {
-    let schema = candidate(&s, &headers, &bytes).await?;
+    let schema = candidate(&s, &headers, &bytes, f.normalize).await?;
     let v = s.lookup(&subject, &schema, f.deleted).await?;
     ok(version_json(&v))
 }

@@ -1,8 +1,12 @@
 //! The registry's state in SQL: schemas by id, subject versions, compatibility config.
 //!
 //! Guarantees:
-//! * the same schema (after JSON normalisation) gets the same id in every subject;
-//! * re-registering a schema a subject already has returns the existing id, no new version;
+//! * the same schema gets the same id in every subject, "the same" as Confluent decides
+//!   it: by its canonical string (`AvroSchema.canonicalString`, see `canonical`), or its
+//!   normalized form with `?normalize=true`;
+//! * re-registering a schema a subject already has — or one equivalent to it (properties
+//!   or aliases in another order, `error` for `record`) — returns the existing id, no new
+//!   version;
 //! * versions only increase, also after soft or permanent deletes;
 //! * schema rows are never deleted, so ids of soft-deleted versions still resolve.
 //!
@@ -20,6 +24,7 @@ use tokio::sync::Mutex;
 use crate::error::RegistryError;
 use crate::references::SchemaReference;
 
+mod canonical;
 mod config;
 mod schemas;
 mod subjects;
@@ -76,6 +81,8 @@ pub struct Store {
     default_level: CompatibilityLevel,
     /// Stored schemas parsed with their references resolved, by id.
     parsed: std::sync::Mutex<HashMap<i64, Schema>>,
+    /// Stored schemas' equivalence fingerprints, by id.
+    equivalence: std::sync::Mutex<HashMap<i64, String>>,
 }
 
 /// `deleted` for [`Store::referenced`]: only live versions.
@@ -91,12 +98,24 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| RegistryError::Store(e.into()))?;
-        Ok(Store {
+        let store = Store {
             pool,
             write: Mutex::new(()),
             default_level,
             parsed: std::sync::Mutex::new(HashMap::new()),
-        })
+            equivalence: std::sync::Mutex::new(HashMap::new()),
+        };
+        let recomputed = {
+            let _guard = store.write.lock().await;
+            store.refingerprint().await?
+        };
+        if recomputed > 0 {
+            tracing::info!(
+                recomputed,
+                "schema fingerprints recomputed as Confluent's canonical string"
+            );
+        }
+        Ok(store)
     }
 
     /// The pool (tests close it to simulate an outage).

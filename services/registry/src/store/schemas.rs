@@ -7,11 +7,11 @@ use apache_avro::Schema;
 use sha2::{Digest, Sha256};
 use sqlx::{AnyPool, Row};
 
-use super::{AVRO, LIVE, Store, SubjectVersion, VersionRef};
+use super::{AVRO, LIVE, Store, SubjectVersion, VersionRef, canonical};
 use crate::error::RegistryError;
 use crate::references::{self, SchemaReference};
 
-/// A parsed, normalised Avro schema ready to store.
+/// A parsed Avro schema ready to store, with its identity.
 #[derive(Debug)]
 pub struct CandidateSchema {
     /// Text as sent.
@@ -20,25 +20,89 @@ pub struct CandidateSchema {
     pub references: Vec<SchemaReference>,
     /// Parsed schema, self-contained (referenced types written out).
     pub parsed: Schema,
-    /// sha256 of the normalised JSON (and of the references, when there are any): a
-    /// schema's identity is its text and what its names refer to.
+    /// sha256 of Confluent's canonical string (or, with `?normalize=true`, of its
+    /// normalized form), and of the references when there are any: a schema's identity is
+    /// what it means and what its names refer to, not how its text is spelled.
     pub fingerprint: String,
+    /// How [`CandidateSchema::fingerprint`] was computed (`sr_schemas.identity`).
+    pub identity: &'static str,
+    /// sha256 of Confluent's equivalence key (and references): equal for schemas that only
+    /// order properties or aliases otherwise, or say `error` for `record`. A subject that
+    /// holds an equivalent schema answers with it.
+    pub equivalence: String,
+}
+
+/// `sr_schemas.identity` of a schema fingerprinted by Confluent's canonical string.
+pub(super) const CANONICAL: &str = "canonical";
+/// ... by Confluent's normalized form (`?normalize=true`).
+const NORMALIZED: &str = "normalized";
+/// ... by the rule before both (sorted JSON keys), recomputed at start.
+pub(super) const JSON_SORTED: &str = "json-sorted";
+
+/// sha256 of `form` and `references` (in the order given).
+fn fingerprint_of(form: &str, references: &[SchemaReference]) -> String {
+    let mut identity = form.to_owned();
+    if !references.is_empty() {
+        identity.push('\n');
+        identity.push_str(&references::to_column(references));
+    }
+    hex::encode(Sha256::digest(identity.as_bytes()))
+}
+
+/// Full names of the named types `dependencies` define (dependencies first).
+fn known_names(dependencies: &[String]) -> Result<Vec<String>, RegistryError> {
+    let mut known = Vec::new();
+    for d in dependencies {
+        let json: serde_json::Value = serde_json::from_str(d)
+            .map_err(|e| RegistryError::InvalidSchema(format!("a reference is not JSON: {e}")))?;
+        let names =
+            canonical::defined_names(&json, &known).map_err(RegistryError::InvalidSchema)?;
+        known.extend(names);
+    }
+    Ok(known)
+}
+
+/// The equivalence key's fingerprint of `text`, whose references resolve to
+/// `dependencies` (references sorted: their order does not change what a schema means).
+fn equivalence_of(
+    json: &serde_json::Value,
+    references: &[SchemaReference],
+    known: &[String],
+) -> Result<String, RegistryError> {
+    let key = canonical::equivalence_key(json, known).map_err(RegistryError::InvalidSchema)?;
+    Ok(fingerprint_of(&key, &sorted(references)))
+}
+
+/// `references` sorted by subject, version and name, each once (Confluent's normalize).
+fn sorted(references: &[SchemaReference]) -> Vec<SchemaReference> {
+    let mut out = references.to_vec();
+    out.sort_by(|a, b| {
+        (a.subject.as_str(), a.version, a.name.as_str()).cmp(&(
+            b.subject.as_str(),
+            b.version,
+            b.name.as_str(),
+        ))
+    });
+    out.dedup();
+    out
 }
 
 impl CandidateSchema {
     /// Validates `text` as an Avro schema of `schema_type` (only AVRO is supported) that
-    /// uses no references.
+    /// uses no references, identified by its canonical string.
     pub fn parse(text: &str, schema_type: Option<&str>) -> Result<Self, RegistryError> {
-        Self::parse_with(text, schema_type, Vec::new(), &[])
+        Self::parse_with(text, schema_type, Vec::new(), &[], false)
     }
 
     /// [`CandidateSchema::parse`] for a schema with `references`, whose resolved texts are
-    /// `dependencies` (dependencies first).
+    /// `dependencies` (dependencies first); `normalize`: identified by Confluent's
+    /// normalized form.
     fn parse_with(
         text: &str,
         schema_type: Option<&str>,
         references: Vec<SchemaReference>,
         dependencies: &[String],
+        normalize: bool,
     ) -> Result<Self, RegistryError> {
         if let Some(t) = schema_type
             && !t.eq_ignore_ascii_case(AVRO)
@@ -51,38 +115,39 @@ impl CandidateSchema {
             .map_err(|e| RegistryError::InvalidSchema(format!("not JSON: {e}")))?;
         let parsed =
             references::parse_with(text, dependencies).map_err(RegistryError::InvalidSchema)?;
-        let mut identity = normalise(&json).to_string();
-        if !references.is_empty() {
-            identity.push('\n');
-            identity.push_str(&references::to_column(&references));
-        }
+        let known = known_names(dependencies)?;
+        let (fingerprint, identity) = if normalize {
+            let form =
+                canonical::normalized(&json, &known).map_err(RegistryError::InvalidSchema)?;
+            (fingerprint_of(&form, &sorted(&references)), NORMALIZED)
+        } else {
+            let form = canonical::canonical(&json, &known).map_err(RegistryError::InvalidSchema)?;
+            (fingerprint_of(&form, &references), CANONICAL)
+        };
+        let equivalence = equivalence_of(&json, &references, &known)?;
         Ok(CandidateSchema {
             text: text.to_owned(),
             references,
             parsed,
-            fingerprint: hex::encode(Sha256::digest(identity.as_bytes())),
+            fingerprint,
+            identity,
+            equivalence,
         })
     }
 }
 
-/// Sorts object keys recursively so that formatting and key order do not change identity.
-fn normalise(v: &serde_json::Value) -> serde_json::Value {
-    match v {
-        serde_json::Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            serde_json::Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.clone(), normalise(v)))
-                    .collect(),
-            )
-        }
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.iter().map(normalise).collect())
-        }
-        other => other.clone(),
-    }
+/// The canonical fingerprint of a stored schema (`text` with `references`, resolving to
+/// `dependencies`): what the registry recomputes for rows of an older rule.
+pub(super) fn canonical_fingerprint(
+    text: &str,
+    references: &[SchemaReference],
+    dependencies: &[String],
+) -> Result<String, RegistryError> {
+    let json: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| RegistryError::InvalidSchema(format!("not JSON: {e}")))?;
+    let known = known_names(dependencies)?;
+    let form = canonical::canonical(&json, &known).map_err(RegistryError::InvalidSchema)?;
+    Ok(fingerprint_of(&form, references))
 }
 
 /// Most references one schema may have.
@@ -96,6 +161,7 @@ impl Store {
         text: &str,
         schema_type: Option<&str>,
         references: Vec<SchemaReference>,
+        normalize: bool,
     ) -> Result<CandidateSchema, RegistryError> {
         if references.len() > MAX_REFERENCES {
             return Err(RegistryError::InvalidSchema(format!(
@@ -111,7 +177,95 @@ impl Store {
             }
         }
         let dependencies = self.dependencies(&references, LIVE).await?;
-        CandidateSchema::parse_with(text, schema_type, references, &dependencies)
+        CandidateSchema::parse_with(text, schema_type, references, &dependencies, normalize)
+    }
+
+    /// The equivalence fingerprint of a stored version (cached by schema id: an id's text
+    /// and references never change).
+    async fn equivalence_of_version(&self, v: &SubjectVersion) -> Result<String, RegistryError> {
+        let cached = self
+            .equivalence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&v.id)
+            .cloned();
+        if let Some(e) = cached {
+            return Ok(e);
+        }
+        let dependencies = self.dependencies(&v.references, true).await?;
+        let json: serde_json::Value = serde_json::from_str(&v.schema).map_err(|e| {
+            RegistryError::InvalidSchema(format!("stored version {} is not JSON: {e}", v.version))
+        })?;
+        let e = equivalence_of(&json, &v.references, &known_names(&dependencies)?)?;
+        self.equivalence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(v.id, e.clone());
+        Ok(e)
+    }
+
+    /// The newest of `versions` that holds a schema equivalent to `schema` (Confluent's
+    /// per-subject fallback when the fingerprint finds none).
+    pub(super) async fn equivalent_version(
+        &self,
+        versions: &[SubjectVersion],
+        schema: &CandidateSchema,
+    ) -> Result<Option<SubjectVersion>, RegistryError> {
+        for v in versions.iter().rev() {
+            if self.equivalence_of_version(v).await? == schema.equivalence {
+                return Ok(Some(v.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Recomputes the fingerprints of schemas stored under an older rule as canonical
+    /// ones, oldest first. Two such rows that the canonical string makes one (say
+    /// `{"type":"int"}` and `"int"`, registered apart before) keep both ids: the first
+    /// keeps the fingerprint, later ones get one that nothing matches, and their subjects
+    /// still answer them through the equivalence fallback.
+    pub(super) async fn refingerprint(&self) -> Result<usize, RegistryError> {
+        let rows = sqlx::query(
+            "SELECT id, fingerprint, schema_text, references_json FROM sr_schemas \
+             WHERE identity = $1 ORDER BY id",
+        )
+        .bind(JSON_SORTED)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut done = 0;
+        for r in rows {
+            let id: i64 = r.get(0);
+            let old: String = r.get(1);
+            let text: String = r.get(2);
+            let refs = references::from_column(&r.get::<String, _>(3));
+            let dependencies = self.dependencies(&refs, true).await?;
+            let fingerprint = match canonical_fingerprint(&text, &refs, &dependencies) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(id, error = %e, "a stored schema has no canonical form; it keeps its fingerprint");
+                    format!("legacy:{id}:{old}")
+                }
+            };
+            let taken: Option<i64> =
+                sqlx::query_scalar("SELECT id FROM sr_schemas WHERE fingerprint = $1 AND id <> $2")
+                    .bind(&fingerprint)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            let fingerprint = if taken.is_some() {
+                format!("legacy:{id}:{old}")
+            } else {
+                fingerprint
+            };
+            sqlx::query("UPDATE sr_schemas SET fingerprint = $1, identity = $2 WHERE id = $3")
+                .bind(&fingerprint)
+                .bind(CANONICAL)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            done += 1;
+        }
+        Ok(done)
     }
 
     /// The texts of the schemas `references` name, and of theirs, dependencies first;
@@ -220,7 +374,11 @@ impl Store {
                 .bind(&schema.fingerprint)
                 .fetch_optional(&self.pool)
                 .await?;
-        id.and_then(|id| versions.into_iter().rev().find(|v| v.id == id))
+        if let Some(v) = id.and_then(|id| versions.iter().rev().find(|v| v.id == id)) {
+            return Ok(v.clone());
+        }
+        self.equivalent_version(&versions, schema)
+            .await?
             .ok_or(RegistryError::SchemaNotRegistered)
     }
 

@@ -69,6 +69,9 @@ impl Store {
         {
             return Ok(id);
         }
+        if let Some(v) = self.equivalent_version(&live, schema).await? {
+            return Ok(v.id);
+        }
         let history = self.parse_versions(&live).await?;
         let numbered: Vec<(i64, &Schema)> = history.iter().map(|(n, s)| (*n, s)).collect();
         check_versions(level, &numbered, &schema.parsed).map_err(|reasons| {
@@ -85,14 +88,15 @@ impl Store {
                     .await?;
                 sqlx::query(
                     "INSERT INTO sr_schemas \
-                     (id, fingerprint, schema_type, schema_text, references_json) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                     (id, fingerprint, schema_type, schema_text, references_json, identity) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(id)
                 .bind(&schema.fingerprint)
                 .bind(AVRO)
                 .bind(&schema.text)
                 .bind(references::to_column(&schema.references))
+                .bind(schema.identity)
                 .execute(&mut **tx)
                 .await?;
                 id

@@ -1,3 +1,4 @@
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{Harness, assert_error, record};
@@ -132,7 +133,26 @@ async fn confluent_error_codes() {
             42202,
         );
         assert_error(h.get("/schemas/ids/999").await, 404, 40403);
-        assert_error(h.get("/schemas/ids/x").await, 404, 40403);
+        assert_error(h.get("/schemas/ids/0").await, 404, 40403);
+        assert_error(h.get("/schemas/ids/-1").await, 404, 40403);
+        // Not an id at all: Confluent's (and Karapace's) JAX-RS answer, 404 / 404.
+        for path in [
+            "/schemas/ids/x",
+            "/schemas/ids/2147483648",
+            "/schemas/ids/abc/schema",
+            "/schemas/ids/abc/versions",
+            "/schemas/ids/abc/subjects",
+        ] {
+            let got = h.get(path).await;
+            assert_eq!(
+                got,
+                (
+                    StatusCode::NOT_FOUND,
+                    json!({"error_code": 404, "message": "HTTP 404 Not Found"})
+                ),
+                "{path}"
+            );
+        }
 
         // Invalid schemas.
         assert_error(

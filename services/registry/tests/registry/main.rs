@@ -11,4 +11,5 @@ mod codec;
 mod confluent_edges;
 mod confluent_python;
 mod http_api;
+mod identity;
 mod interop;
