@@ -106,8 +106,8 @@ impl std::fmt::Display for DlqReport {
         writeln!(
             f,
             "dead letters read: {}; {redriven}: {}; left out by the filters (class, time, \
-             source topic): {}; redriven by an earlier run: {}; redriven --max-redrives \
-             times already (they stay): {}",
+             source topic): {}; handled before (redriven by an earlier run, or discarded): {}; \
+             redriven --max-redrives times already (they stay): {}",
             self.read, self.redriven, self.filtered, self.already_redriven, self.exhausted
         )?;
         for (class, n) in &self.by_class {

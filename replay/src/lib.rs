@@ -31,6 +31,7 @@ use docflow_telemetry::TelemetryArgs;
 pub mod broker;
 mod commands;
 mod dlq;
+pub mod health;
 mod planning;
 pub mod rate;
 pub mod side;

@@ -284,8 +284,9 @@ fn services_export_spans_where_the_plan_names_a_collector() {
     }
 }
 
-/// The Grafana dashboard only plots series that docflow exports (or kube-state-metrics'
-/// HPA series): every `docflow_*` metric in its queries is registered somewhere in the code.
+/// The Grafana dashboard only plots, and the PrometheusRule only alerts on, series that
+/// docflow exports (or kube-state-metrics' HPA series): every `docflow_*` metric in their
+/// queries is registered somewhere in the code.
 #[test]
 fn the_dashboard_plots_metrics_that_exist() {
     let dashboard: serde_json::Value = serde_json::from_str(
@@ -307,25 +308,42 @@ fn the_dashboard_plots_metrics_that_exist() {
             }
         }
     }
+    let exported = |what: &str, expr: &str| {
+        for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !word.starts_with("docflow_") {
+                continue;
+            }
+            let base = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| word.strip_suffix(s))
+                .unwrap_or(word);
+            assert!(
+                sources.contains(&format!("\"{base}\"")),
+                "{what}: {base} is not a metric docflow exports"
+            );
+        }
+    };
     let panels = dashboard["panels"].as_array().unwrap();
     assert!(panels.len() >= 8);
     for panel in panels {
         for t in panel["targets"].as_array().unwrap() {
-            let expr = t["expr"].as_str().unwrap();
-            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if !word.starts_with("docflow_") {
-                    continue;
-                }
-                let base = ["_bucket", "_count", "_sum"]
-                    .iter()
-                    .find_map(|s| word.strip_suffix(s))
-                    .unwrap_or(word);
-                assert!(
-                    sources.contains(&format!("\"{base}\"")),
-                    "{}: {base} is not a metric docflow exports",
-                    panel["title"]
-                );
-            }
+            exported(&panel["title"].to_string(), t["expr"].as_str().unwrap());
         }
     }
+    // The same for the alerts.
+    let rules: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(infra().join("base/monitoring/prometheusrule.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut alerts = 0;
+    for group in rules["spec"]["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            exported(
+                rule["alert"].as_str().unwrap(),
+                rule["expr"].as_str().unwrap(),
+            );
+            alerts += 1;
+        }
+    }
+    assert!(alerts >= 8, "{alerts} alerts");
 }

@@ -24,6 +24,10 @@ pub mod headers {
     pub const ERROR_MESSAGE: &str = "docflow.dlq.error.message";
     /// Attempts made.
     pub const ATTEMPTS: &str = "docflow.dlq.attempts";
+    /// `true` when the handler said the record itself is bad (a redrive fails again unless
+    /// the code changed); `false` when a transient failure ran out of attempts (a redrive
+    /// may succeed once the dependency is back).
+    pub const PERMANENT: &str = "docflow.dlq.error.permanent";
     /// On a record sent back to its source topic by `docflow replay dlq`: the one group it
     /// is for. Every other group's runtime passes it by unhandled.
     pub const REDRIVE_GROUP: &str = "docflow.redrive.group";
@@ -63,10 +67,11 @@ pub(crate) fn dead_letter_headers(
     record: &Record,
     trace: &crate::trace::TraceContext,
     group: &str,
-    class: &str,
-    message: &str,
+    error: &crate::handler::HandlerError,
     attempts: u32,
 ) -> OwnedHeaders {
+    let (class, message) = (error.class(), error.message());
+    let permanent = matches!(error, crate::handler::HandlerError::Permanent { .. });
     let mut h = OwnedHeaders::new();
     for (k, v) in &record.headers {
         if k != TRACEPARENT && !k.starts_with("docflow.dlq.") {
@@ -96,6 +101,7 @@ pub(crate) fn dead_letter_headers(
             truncate(message, MAX_MESSAGE_BYTES).to_owned(),
         ),
         (headers::ATTEMPTS, attempts.to_string()),
+        (headers::PERMANENT, permanent.to_string()),
     ];
     for (k, v) in &fields {
         h = h.insert(Header {
@@ -153,7 +159,8 @@ mod tests {
             attempt: 2,
             trace: crate::trace::TraceContext::new_root(),
         };
-        let h = dead_letter_headers(&r, &r.trace, "g", "avro_body", &"m".repeat(5000), 5);
+        let e = crate::handler::HandlerError::permanent("avro_body", "m".repeat(5000));
+        let h = dead_letter_headers(&r, &r.trace, "g", &e, 5);
         let get = |name: &str| {
             h.iter()
                 .find(|x| x.key == name)
@@ -172,6 +179,13 @@ mod tests {
             Some(MAX_MESSAGE_BYTES)
         );
         assert_eq!(get(headers::ATTEMPTS).as_deref(), Some("5"));
+        assert_eq!(get(headers::PERMANENT).as_deref(), Some("true"));
+        let e = crate::handler::HandlerError::transient("database", "down");
+        let h = dead_letter_headers(&r, &r.trace, "g", &e, 5);
+        assert!(
+            h.iter()
+                .any(|x| x.key == headers::PERMANENT && x.value == Some(b"false".as_slice()))
+        );
         assert_eq!(get(TRACEPARENT), Some(r.trace.to_string()));
     }
 }

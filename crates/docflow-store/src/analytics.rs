@@ -165,8 +165,10 @@ pub struct Bucket {
     pub by_content_type: BTreeMap<String, Counts>,
     /// Stage → outcome → documents.
     pub stages: BTreeMap<String, BTreeMap<String, i64>>,
-    /// Records not counted because they were dead-lettered.
-    pub dead_lettered: i64,
+    /// Records the rollup itself dead-lettered (it could not read or count them): not the
+    /// documents a stage dead-lettered, which are the `DEAD_LETTERED` outcome in
+    /// [`Bucket::stages`].
+    pub rollup_dead_lettered: i64,
 }
 
 /// The sum of `buckets` (its `start_ms`: the first bucket's, 0 when there is none).
@@ -178,7 +180,7 @@ pub fn totals(buckets: &[Bucket]) -> Bucket {
     for b in buckets {
         t.documents += b.documents;
         t.bytes += b.bytes;
-        t.dead_lettered += b.dead_lettered;
+        t.rollup_dead_lettered += b.rollup_dead_lettered;
         for (ct, c) in &b.by_content_type {
             let e = t.by_content_type.entry(ct.clone()).or_default();
             e.documents += c.documents;
@@ -537,7 +539,7 @@ impl Analytics {
         .await?;
         for row in dead {
             let n: i64 = row.try_get(1)?;
-            at(&mut buckets, granularity, row.try_get(0)?).dead_lettered += n;
+            at(&mut buckets, granularity, row.try_get(0)?).rollup_dead_lettered += n;
         }
         Ok(buckets.into_values().collect())
     }
@@ -751,6 +753,7 @@ mod tests {
                     processed(0, "OK"),
                     processed(1, "OK"),
                     processed(2, "FAILED"),
+                    processed(3, "DEAD_LETTERED"),
                     Delivery {
                         topic: "up".into(),
                         partition: 0,
@@ -770,6 +773,7 @@ mod tests {
                     Applied::Counted,
                     Applied::Duplicate,
                     Applied::Counted,
+                    Applied::Counted,
                     Applied::Counted
                 ]
             );
@@ -781,12 +785,22 @@ mod tests {
             assert_eq!(t[0].start_ms, HOUR_MS);
             assert_eq!(t[0].stages["thumbnails"]["OK"], 1);
             assert_eq!(t[0].stages["thumbnails"]["FAILED"], 1);
-            assert_eq!(t[0].dead_lettered, 0, "an unreadable record is nobody's");
+            // A document the stage dead-lettered is a stage outcome; the rollup's own
+            // dead letters are apart, and an unreadable record is nobody's.
+            assert_eq!(t[0].stages["thumbnails"]["DEAD_LETTERED"], 1);
+            assert_eq!(t[0].rollup_dead_lettered, 0);
             let all = a.rollup(None, 0, DAY_MS, Granularity::Day).await.unwrap();
-            assert_eq!(all[0].dead_lettered, 1);
+            assert_eq!(all[0].rollup_dead_lettered, 1);
             assert_eq!(all[0].documents, 0);
             let sum = totals(&a.rollup(None, 0, DAY_MS, Granularity::Hour).await.unwrap());
-            assert_eq!((sum.dead_lettered, sum.stages["thumbnails"]["OK"]), (1, 1));
+            assert_eq!(
+                (
+                    sum.rollup_dead_lettered,
+                    sum.stages["thumbnails"]["OK"],
+                    sum.stages["thumbnails"]["DEAD_LETTERED"]
+                ),
+                (1, 1, 1)
+            );
             a.pool.close().await;
             db.drop_now().await.unwrap();
         }

@@ -98,6 +98,32 @@ impl Jobs {
         Ok(rows.iter().map(from_row).collect())
     }
 
+    /// The newest `limit` jobs of every tenant whose document id starts with `query` or whose
+    /// file name contains it (case-insensitive; `%` and `_` match themselves). A scan of
+    /// the table: an operator's look-up, not an API for tenants.
+    pub async fn find(&self, query: &str, limit: u32) -> Result<Vec<Job>, StoreError> {
+        let needle: String = query
+            .trim()
+            .to_lowercase()
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM ingest_jobs \
+             WHERE document_id LIKE $1 ESCAPE '\\' OR LOWER(file_name) LIKE $2 ESCAPE '\\' \
+             ORDER BY created_at_ms DESC, document_id LIMIT $3"
+        ))
+        .bind(format!("{needle}%"))
+        .bind(format!("%{needle}%"))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(from_row).collect())
+    }
+
     /// Records an upload: inserts the job, or counts another upload of the same bytes.
     pub async fn record_upload(&self, job: &Job) -> Result<(), StoreError> {
         let inserted = sqlx::query(
@@ -148,5 +174,75 @@ impl Jobs {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::ScratchDb;
+
+    fn job(tenant: &str, id: &str, name: Option<&str>, at: i64) -> Job {
+        Job {
+            job_id: id.to_owned(),
+            tenant_id: tenant.to_owned(),
+            status: status::STORED.to_owned(),
+            object_uri: format!("file:///{id}"),
+            content_type: "application/pdf".to_owned(),
+            size_bytes: 1,
+            file_name: name.map(str::to_owned),
+            uploads: 1,
+            created_at_ms: at,
+            produced_at_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn jobs_are_found_by_id_prefix_or_file_name() {
+        for db in ScratchDb::all().await.unwrap() {
+            let jobs = Jobs::new(crate::open(&db.url, 2).await.unwrap());
+            jobs.record_upload(&job("a", "ab12ff", Some("Invoice_2026.pdf"), 1))
+                .await
+                .unwrap();
+            jobs.record_upload(&job("b", "cd34ab", Some("report 100%.pdf"), 2))
+                .await
+                .unwrap();
+            jobs.record_upload(&job("a", "ef56", None, 3))
+                .await
+                .unwrap();
+            let ids = |found: Vec<Job>| found.into_iter().map(|j| j.job_id).collect::<Vec<_>>();
+            assert_eq!(
+                ids(jobs.find("AB12", 10).await.unwrap()),
+                ["ab12ff"],
+                "{}",
+                db.url
+            );
+            // "ab" is the start of one id and inside another: only the prefix counts.
+            assert_eq!(ids(jobs.find("ab", 10).await.unwrap()), ["ab12ff"]);
+            assert_eq!(ids(jobs.find("invoice", 10).await.unwrap()), ["ab12ff"]);
+            assert_eq!(
+                ids(jobs.find(".pdf", 10).await.unwrap()),
+                ["cd34ab", "ab12ff"]
+            );
+            assert_eq!(ids(jobs.find(".pdf", 1).await.unwrap()), ["cd34ab"]);
+            // Wildcards are literal.
+            assert_eq!(ids(jobs.find("100%", 10).await.unwrap()), ["cd34ab"]);
+            assert!(
+                jobs.find("%", 10)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .all(|j| j.job_id == "cd34ab")
+            );
+            assert!(
+                jobs.find("_", 10)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .any(|j| j.job_id == "ab12ff")
+            );
+            assert!(jobs.find("nothing", 10).await.unwrap().is_empty());
+            db.drop_now().await.unwrap();
+        }
     }
 }

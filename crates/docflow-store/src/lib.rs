@@ -27,7 +27,7 @@ pub use analytics::{Analytics, Applied, Bucket, Counts, Delivery, Fact, Granular
 pub use blobs::{BlobError, Blobs, Checked, Committed, Staged, Syncing};
 pub use deliveries::Deliveries;
 pub use jobs::{Job, Jobs};
-pub use redrives::Redrives;
+pub use redrives::{Handled, Redrives};
 pub use results::{ResultStore, StageRun, StageStatus, StageWindow};
 pub use search::SearchIndex;
 pub use text::{

@@ -336,7 +336,7 @@ impl Handler for Rollup {
                 partition = record.partition,
                 offset = record.offset,
                 error = %e,
-                "the database refused a dead letter's count; it is in the DLQ but not in the dead_lettered count"
+                "the database refused a dead letter's count; it is in the DLQ but not in the rollup_dead_lettered count"
             );
         }
     }

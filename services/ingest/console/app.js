@@ -3,8 +3,12 @@
 "use strict";
 
 const TOKEN_KEY = "docflow.admin.token";
+const OPERATOR_KEY = "docflow.console.operator"; // who discards, as the operator named themselves
 const POLL_MS = 2000;
-const HISTORY_S = 300; // what the charts show
+const KEEP_S = 3600; // lag history kept in the page (the server keeps --console-history)
+const RANGES = [["5 min", 300], ["1 h", 3600]]; // what the charts can show
+const RANGE_KEY = "docflow.console.range";
+let rangeS = Number(sessionStorage.getItem(RANGE_KEY)) || 300;
 const COLORS = ["#2f5fd0", "#c2361f", "#1f8f4e", "#c27c0e", "#7a3fc0", "#0f8a94", "#b0307a", "#56606f"];
 
 const $ = (sel) => document.querySelector(sel);
@@ -17,6 +21,7 @@ const bytes = (n) => n >= 1048576 ? fmt(n / 1048576, 1) + " MiB" : n >= 1024 ? f
 
 // Lag per group over time, kept in the page: {t, total, seconds, parts: {p: [records, seconds]}}.
 const history = new Map();
+const seeded = new Set(); // groups whose server-side history was loaded
 const deadLetters = new Map(); // group -> {depth, waiting, letters, error, redrive}
 const redriving = new Set(); // groups with a redrive request in flight
 let timer = null;
@@ -62,37 +67,60 @@ function record(group, now, broker) {
   const parts = {};
   for (const p of broker.partitions) parts[p.partition] = [p.lag_records, p.lag_seconds];
   h.push({ t: now, total: broker.lag_records, seconds: broker.lag_seconds, parts });
-  while (h.length && h[0].t < now - HISTORY_S * 1000) h.shift();
+  while (h.length && h[0].t < now - KEEP_S * 1000) h.shift();
   history.set(group, h);
   return h;
 }
 
-// An SVG line chart of `series` ([{name, cls, points: [[t, v]]}]) over the last HISTORY_S.
+// The group's lag before the page opened, from the server (the health sampler's points),
+// ahead of what the page has recorded since.
+async function seed(group) {
+  if (seeded.has(group)) return;
+  const r = await apiJson(`/v1/admin/groups/${encodeURIComponent(group)}/history`);
+  seeded.add(group);
+  const mine = history.get(group) || [];
+  const from = mine.length ? mine[0].t : Infinity;
+  const server = r.points.filter((p) => p.t < from).map((p) => ({ t: p.t, total: p.total, seconds: p.seconds, parts: p.parts }));
+  history.set(group, server.concat(mine));
+}
+
+// An SVG line chart of `series` ([{name, cls, points: [[t, v]]}]) over the last rangeS,
+// with a legend (each series' colour and last value; hover a line for its peak).
 function chart(kind, title, series, now, unit) {
   const W = 320, H = 130, L = 34, R = 6, T = 16, B = 16;
+  series = series.map((s) => ({ ...s, points: s.points.filter((p) => p[0] >= now - rangeS * 1000) }));
   const max = Math.max(1, ...series.flatMap((s) => s.points.map((p) => p[1])));
-  // The time axis spans what the page has seen: a minute at first, up to HISTORY_S.
+  // The time axis spans what is known: a minute at first, up to the range chosen.
   const first = Math.min(now, ...series.flatMap((s) => s.points.map((p) => p[0])));
-  const span = Math.min(HISTORY_S * 1000, Math.max(60000, now - first));
+  const span = Math.min(rangeS * 1000, Math.max(60000, now - first));
   const x = (t) => L + (W - L - R) * (1 - (now - t) / span);
   const y = (v) => T + (H - T - B) * (1 - v / max);
-  const lines = series.map((s, i) => `<polyline class="${s.cls || ""}" stroke="${s.cls ? "" : COLORS[i % COLORS.length]}"
-      data-series="${esc(s.name)}" points="${s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ")}"/>`);
+  const digits = unit === "s" ? 1 : 0;
+  const lastOf = (s) => s.points.length ? s.points[s.points.length - 1][1] : 0;
+  const peakOf = (s) => Math.max(0, ...s.points.map((p) => p[1]));
+  const colour = (s, i) => s.cls ? "" : COLORS[i % COLORS.length];
+  const lines = series.map((s, i) => `<polyline class="${s.cls || ""}" stroke="${colour(s, i)}"
+      data-series="${esc(s.name)}" points="${s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ")}"><title>${esc(s.name)}: now ${fmt(lastOf(s), digits)}${unit}, peak ${fmt(peakOf(s), digits)}${unit}</title></polyline>`);
+  const legend = series.map((s, i) => `<span class="legend-item" data-series="${esc(s.name)}" title="peak ${fmt(peakOf(s), digits)}${unit}">
+      <i class="${s.cls || ""}" style="${s.cls ? "" : `background:${colour(s, i)}`}"></i>${esc(s.name)} ${fmt(lastOf(s), digits)}${unit}</span>`).join("");
   const total = series[0] ? series[0].points : [];
   const last = total.length ? total[total.length - 1][1] : 0;
   const peak = Math.max(0, ...total.map((p) => p[1]));
   const ago = span >= 120000 ? `−${Math.round(span / 60000)} min` : `−${Math.round(span / 1000)} s`;
-  return `<svg class="chart ${kind}" viewBox="0 0 ${W} ${H}"
+  return `<figure class="chart"><svg class="chart ${kind}" viewBox="0 0 ${W} ${H}"
       data-last="${last}" data-peak="${peak}" data-points="${total.length}" role="img" aria-label="${esc(title)}">
     <text x="${L}" y="11">${esc(title)}</text>
     <line class="grid" x1="${L}" x2="${W - R}" y1="${y(max)}" y2="${y(max)}"/>
+    <line class="grid" x1="${L}" x2="${W - R}" y1="${y(max / 2)}" y2="${y(max / 2)}"/>
     <line class="grid" x1="${L}" x2="${W - R}" y1="${y(0)}" y2="${y(0)}"/>
-    <text x="${L - 4}" y="${y(max) + 4}" text-anchor="end">${fmt(max, unit === "s" ? 1 : 0)}${unit}</text>
+    <text x="${L - 4}" y="${y(max) + 4}" text-anchor="end">${fmt(max, digits)}${unit}</text>
+    <text x="${L - 4}" y="${y(max / 2) + 3}" text-anchor="end">${fmt(max / 2, digits)}${unit}</text>
     <text x="${L - 4}" y="${y(0) + 3}" text-anchor="end">0</text>
     <text x="${L}" y="${H - 4}">${ago}</text>
+    <text x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle">${span >= 120000 ? `−${Math.round(span / 120000)} min` : `−${Math.round(span / 2000)} s`}</text>
     <text x="${W - R}" y="${H - 4}" text-anchor="end">now</text>
     ${lines.join("")}
-  </svg>`;
+  </svg><figcaption class="legend">${legend}</figcaption></figure>`;
 }
 
 function groupCard(g, now) {
@@ -110,11 +138,14 @@ function groupCard(g, now) {
     .concat(partIds.map((p) => ({ name: "p" + p, points: h.filter((e) => p in e.parts).map((e) => [e.t, e.parts[p][1]]) })));
   const waiting = g.dlq_waiting ?? 0;
   const dl = deadLetters.get(g.group);
-  const partRows = b.partitions.map((p) => `<tr data-partition="${p.partition}">
+  const hp = new Map(((g.health || {}).partitions || []).map((v) => [v.partition, v]));
+  const verdict = (v) => v ? `<span class="tag health ${esc(v.status)}" title="${esc(v.reason)}">${esc(v.status)}</span>` : "";
+  const partRows = b.partitions.map((p) => `<tr data-partition="${p.partition}" data-health="${esc((hp.get(p.partition) || {}).status || "")}">
       <td>${p.partition}</td><td class="num">${p.committed ?? "–"}</td><td class="num">${p.log_end}</td>
       <td class="num">${fmt(p.lag_records)}</td><td class="num">${fmt(p.lag_seconds, 1)}</td>
       <td>${p.member ? esc(p.member) : '<span class="muted">unassigned</span>'}</td>
-      <td>${p.paused ? '<span class="tag failed">paused</span>' : ""}</td></tr>`).join("");
+      <td>${p.paused ? '<span class="tag failed">paused</span>' : ""}</td>
+      <td>${verdict(hp.get(p.partition))}${hp.has(p.partition) && hp.get(p.partition).status !== "OK" ? ` <span class="muted">${esc(hp.get(p.partition).reason)}</span>` : ""}</td></tr>`).join("");
   const replicas = b.replicas.length
     ? b.replicas.map((r) => `<li class="replica" data-instance="${esc(r.instance)}" data-paused="${r.paused}">
         <code>${esc(r.host)}</code> pid ${r.pid} — partitions ${r.assigned.filter((a) => a.topic === g.topic).map((a) => a.partition).join(", ") || "none"},
@@ -128,19 +159,26 @@ function groupCard(g, now) {
       : `<li><code>${esc(m.member_id)}</code> <span class="muted">(the broker gave no client id, host or assignment; see the replicas' reports)</span></li>`).join("")
     : '<li class="muted">no members: nothing is consuming</li>';
   const letters = dl && dl.letters.length ? `<table class="dead-letters"><thead><tr><th>dead-lettered</th><th>class</th>
-      <th>message</th><th>document</th><th>from</th><th class="num">attempts</th><th>redriven</th></tr></thead><tbody>
-      ${dl.letters.map((d) => `<tr class="dead-letter" data-document="${esc(d.document_id)}" data-class="${esc(d.error_class)}">
-        <td>${time(d.dead_lettered_at_ms)}</td><td><code>${esc(d.error_class)}</code></td>
-        <td class="message">${esc(d.error_message)}</td>
+      <th>message</th><th>document</th><th>from</th><th class="num">attempts</th><th>handled</th><th></th></tr></thead><tbody>
+      ${dl.letters.map((d) => `<tr class="dead-letter" data-document="${esc(d.document_id)}" data-class="${esc(d.error_class)}"
+          data-partition="${d.partition}" data-offset="${d.offset}" data-permanent="${d.permanent ?? ""}"
+          data-handled="${d.redriven ? "redriven" : d.discarded ? "discarded" : ""}">
+        <td>${time(d.dead_lettered_at_ms)}</td>
+        <td><code>${esc(d.error_class)}</code>${d.permanent === true ? ' <span class="tag failed" title="the stage refused the document itself: a redrive fails again unless the stage changed">permanent</span>'
+          : d.permanent === false ? ' <span class="tag pending" title="a transient failure ran out of attempts: a redrive may succeed once the cause is gone">retries exhausted</span>' : ""}</td>
+        <td class="message">${esc(printable(d.error_message))}${payload(d)}</td>
         <td>${d.tenant_id && d.document_id ? `<a href="#/job/${encodeURIComponent(d.tenant_id)}/${encodeURIComponent(d.document_id)}">${esc(d.document_id.slice(0, 12))}…</a>` : esc((d.document_id || "").slice(0, 12))}</td>
         <td>p${d.original.partition ?? "?"} @ ${d.original.offset ?? "?"}</td><td class="num">${d.attempts ?? "–"}</td>
-        <td>${d.redriven ? "yes" : d.redrive_count ? `no (${d.redrive_count}× before)` : "no"}</td></tr>`).join("")}</tbody></table>`
+        <td class="handled">${handledText(d)}</td>
+        <td>${d.redriven || d.discarded ? "" : `<button type="button" class="discard" data-group="${esc(g.group)}" data-partition="${d.partition}" data-offset="${d.offset}">Discard</button>`}</td></tr>`).join("")}</tbody></table>`
     : dl && dl.error ? `<p class="error">${esc(dl.error)}</p>` : '<p class="muted">no dead letters</p>';
   return `<section class="group" data-group="${esc(g.group)}" data-lag="${b.lag_records}"
       data-dlq="${b.dlq_records}" data-members="${b.members.length}" data-replicas="${b.replicas.length}"
-      data-paused="${b.paused_partitions}">
+      data-paused="${b.paused_partitions}" data-health="${esc((g.health || {}).status || "")}">
     <h2>${esc(g.group)} <span class="tag ${esc(b.state)}">${esc(b.state)}</span>
-      <span class="muted">stage ${esc(g.stage)}</span></h2>
+      ${verdict(g.health)} <span class="muted">stage ${esc(g.stage)}</span></h2>
+    ${g.health ? `<p class="health-reason ${esc(g.health.status)}">${esc(g.health.status)}: ${esc(g.health.reason)}
+      <span class="muted">(${fmt(g.health.complete * 100)} % of the partitions' windows full; Burrow's rules, see docs/console.md)</span></p>` : ""}
     <div class="kpis">
       <div class="kpi${b.lag_records > 0 ? " alert" : ""}"><b class="lag">${fmt(b.lag_records)}</b><span>lag, records</span></div>
       <div class="kpi"><b>${fmt(b.lag_seconds, 1)} s</b><span>oldest waiting</span></div>
@@ -155,7 +193,7 @@ function groupCard(g, now) {
     </div>
     <h3>Partitions of ${esc(g.topic)}</h3>
     <table class="partitions"><thead><tr><th>partition</th><th class="num">committed</th><th class="num">log end</th>
-      <th class="num">lag</th><th class="num">lag s</th><th>member</th><th></th></tr></thead><tbody>${partRows}</tbody></table>
+      <th class="num">lag</th><th class="num">lag s</th><th>member</th><th></th><th>health</th></tr></thead><tbody>${partRows}</tbody></table>
     <h3>Members <span class="muted">(the broker's view)</span></h3><ul class="members">${members}</ul>
     <h3>Replicas <span class="muted">(their own reports)</span></h3><ul class="members replicas">${replicas}</ul>
     <div class="dlq-head"><h3>Dead letters</h3>
@@ -166,13 +204,74 @@ function groupCard(g, now) {
   </section>`;
 }
 
+// Text with its control characters shown as escapes (an error message may quote bytes).
+const printable = (text) => String(text ?? "").replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+  (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+
+// What a dead letter carries: its event decoded through the registry, or a dump of bytes
+// that do not decode.
+function payload(d) {
+  if (d.event) {
+    const e = d.event;
+    return `<details class="payload"><summary>event</summary><dl>
+      <dt>document</dt><dd><code>${esc(e.document_id)}</code></dd><dt>tenant</dt><dd>${esc(e.tenant_id)}</dd>
+      <dt>file</dt><dd>${esc(e.original_file_name || "–")}</dd><dt>type</dt><dd>${esc(e.content_type)}, ${bytes(e.size_bytes)}</dd>
+      <dt>uploaded</dt><dd>${new Date(e.uploaded_at).toLocaleString("en-GB")}</dd><dt>object</dt><dd><code>${esc(e.object_uri)}</code></dd>
+      <dt>producer</dt><dd>${esc(e.producer_version)}</dd></dl></details>`;
+  }
+  if (d.payload) {
+    return `<details class="payload"><summary>value (${fmt(d.payload.bytes)} bytes, not an event: ${esc(d.payload.error)})</summary>
+      <pre class="dump">${esc(d.payload.dump)}</pre></details>`;
+  }
+  return "";
+}
+
+function handledText(d) {
+  if (d.redriven) return "redriven";
+  if (d.discarded) return `discarded by ${esc(d.discarded.by)} at ${time(d.discarded.at_ms)}`;
+  return d.redrive_count ? `waiting (redriven ${d.redrive_count}× before)` : "waiting";
+}
+
+// A confirmation in the page's dialog (kept across the overview's redraws): resolves to the
+// name typed (when `name`), `true`, or `null` when cancelled.
+function ask({ title, text, ok, name }) {
+  const dialog = $("#confirm");
+  $("#confirm-title").textContent = title;
+  $("#confirm-text").innerHTML = text;
+  $("#confirm-ok").textContent = ok;
+  $("#confirm-name-row").hidden = !name;
+  $("#confirm-name").value = sessionStorage.getItem(OPERATOR_KEY) || "";
+  $("#confirm-error").textContent = "";
+  dialog.showModal();
+  if (name) $("#confirm-name").focus();
+  return new Promise((resolve) => {
+    const done = (value) => {
+      $("#confirm-ok").onclick = null;
+      $("#confirm-cancel").onclick = null;
+      dialog.close();
+      resolve(value);
+    };
+    $("#confirm-cancel").onclick = () => done(null);
+    dialog.oncancel = () => done(null);
+    $("#confirm-ok").onclick = (ev) => {
+      ev.preventDefault();
+      if (!name) return done(true);
+      const who = $("#confirm-name").value.trim();
+      if (!who) { $("#confirm-error").textContent = "Name yourself: the discard records who did it."; return; }
+      sessionStorage.setItem(OPERATOR_KEY, who);
+      done(who);
+    };
+  });
+}
+
 function stageTags(job) {
   return job.stages.map((s) => `<span class="tag ${esc(s.status)}" data-stage="${esc(s.stage)}" data-status="${esc(s.status)}"
     title="${esc(s.error || "")}">${esc(s.stage)}: ${esc(s.status)}${s.duration_ms !== undefined ? ` ${fmt(s.duration_ms)} ms` : ""}</span>`).join(" ");
 }
 
-function jobsTable(jobs) {
-  if (!jobs.length) return '<p class="muted">no uploads yet</p>';
+function jobsTable(jobs, query) {
+  if (!jobs.length) return query ? '<p class="muted" id="no-jobs">no job\'s document id starts with it and no file name contains it</p>'
+    : '<p class="muted" id="no-jobs">no uploads yet</p>';
   return `<table class="jobs"><thead><tr><th>uploaded</th><th>tenant</th><th>document</th><th>file</th><th>type</th>
     <th class="num">size</th><th>pipeline</th><th>stages</th></tr></thead><tbody>
     ${jobs.map((j) => `<tr class="job" data-job="${esc(j.job_id)}" data-tenant="${esc(j.tenant_id)}" data-pipeline="${esc(j.pipeline)}">
@@ -199,40 +298,90 @@ async function refreshDeadLetters(g) {
   deadLetters.set(g.group, entry);
 }
 
+let jobQuery = ""; // the job search box: a document id's start or part of a file name
+
 async function overview(mine) {
-  const [groups, jobs] = await Promise.all([apiJson("/v1/admin/groups"), apiJson("/v1/admin/jobs?limit=25")]);
+  const jobsPath = "/v1/admin/jobs?limit=25" + (jobQuery ? "&q=" + encodeURIComponent(jobQuery) : "");
+  const [groups, jobs] = await Promise.all([apiJson("/v1/admin/groups"), apiJson(jobsPath)]);
   for (const g of groups.groups) {
     g.topic = groups.topic;
     await refreshDeadLetters(g);
+    if (!g.broker.error) await seed(g.group).catch((e) => { if (e instanceof Unauthorized) throw e; });
   }
   if (mine !== generation) return false;
-  $("#main").innerHTML = `<h2>Consumer groups on <code>${esc(groups.topic)}</code></h2>
+  const ranges = RANGES.map(([label, secs]) => `<button type="button" class="range${secs === rangeS ? " on" : ""}"
+      data-range="${secs}" aria-pressed="${secs === rangeS}">${label}</button>`).join("");
+  // The search box stays put across redraws (typing is not interrupted): only the parts
+  // around it are redrawn.
+  if (!$("#groups-area")) {
+    $("#main").innerHTML = `<div id="groups-area"></div>
+      <h2 class="jobs-head"><span id="jobs-title"></span>
+        <form id="job-search" role="search"><input id="job-query" type="search" placeholder="document id or file name"
+          autocomplete="off" spellcheck="false" maxlength="200" aria-label="find a job"></form></h2>
+      <div id="jobs-area"></div>`;
+    $("#job-query").value = jobQuery;
+    $("#job-search").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      jobQuery = $("#job-query").value.trim();
+      tick();
+    });
+    $("#job-query").addEventListener("search", () => { // the field's clear button
+      jobQuery = $("#job-query").value.trim();
+      tick();
+    });
+  }
+  $("#groups-area").innerHTML = `<h2 class="groups-head">Consumer groups on <code>${esc(groups.topic)}</code>
+      <span class="ranges" title="the charts' time range">${ranges}</span></h2>
     <div class="groups">${groups.groups.map((g) => groupCard(g, groups.now_ms)).join("")
-      || '<p class="muted">no groups are watched (ingest --console-group)</p>'}</div>
-    <h2>Recent jobs</h2>${jobsTable(jobs.jobs)}`;
+      || '<p class="muted">no groups are watched (ingest --console-group)</p>'}</div>`;
+  $("#jobs-title").textContent = jobQuery ? `Jobs matching “${jobQuery}”` : "Recent jobs";
+  $("#jobs-area").innerHTML = jobsTable(jobs.jobs, jobQuery);
   for (const row of document.querySelectorAll("tr.job")) {
     row.addEventListener("click", (ev) => {
       if (ev.target.closest("a")) return;
       location.hash = `#/job/${encodeURIComponent(row.dataset.tenant)}/${encodeURIComponent(row.dataset.job)}`;
     });
   }
+  for (const button of document.querySelectorAll("button.range")) {
+    button.addEventListener("click", () => {
+      rangeS = Number(button.dataset.range);
+      sessionStorage.setItem(RANGE_KEY, String(rangeS));
+      tick();
+    });
+  }
   for (const button of document.querySelectorAll("button.redrive")) {
     button.addEventListener("click", () => redrive(button.dataset.group, button));
+  }
+  for (const button of document.querySelectorAll("button.discard")) {
+    button.addEventListener("click", () => discard(button.dataset.group, Number(button.dataset.partition), Number(button.dataset.offset)));
   }
   return true;
 }
 
 async function redrive(group, button) {
   if (redriving.has(group)) return;
+  const dl = deadLetters.get(group) || { letters: [], waiting: 0 };
+  const waiting = dl.letters.filter((d) => !d.redriven && !d.discarded);
+  const permanent = waiting.filter((d) => d.permanent === true);
+  const classes = [...new Set(permanent.map((d) => d.error_class))];
+  const warn = permanent.length
+    ? `<p class="warning"><b>${permanent.length} of the ${waiting.length} shown failed permanently</b>
+       (${classes.map((c) => `<code>${esc(c)}</code>`).join(", ")}): the stage refused the document itself, so they
+       will fail again unless the stage was fixed since. If nothing changed, discard them instead.</p>` : "";
+  const sure = await ask({ title: `Redrive ${fmt(dl.waiting)} dead letter(s) of ${esc(group)}?`,
+    text: `<p>Each is sent back to its topic for this group only (the other groups pass it by) and is redriven
+      at most 3 times; those redriven or discarded before are left out.</p>${warn}`, ok: "Redrive" });
+  if (!sure) return;
   redriving.add(group);
   button.disabled = true;
   const out = document.querySelector(`.redrive-result[data-group="${CSS.escape(group)}"]`);
-  out.textContent = "redriving…";
+  if (out) out.textContent = "redriving…";
   let text;
   try {
     const r = await apiJson(`/v1/admin/groups/${encodeURIComponent(group)}/dead-letters/redrive`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
-    text = `redriven ${r.redriven} of ${r.read} (before: ${r.already_redriven}, out of redrives: ${r.exhausted})`;
+    text = `redriven ${r.redriven} of ${r.read} read; left out: ${r.already_redriven} redriven or discarded before, `
+      + `${r.exhausted} redriven 3 times already (they stay)`;
   } catch (e) {
     text = "redrive failed: " + e.message;
   } finally {
@@ -242,7 +391,27 @@ async function redrive(group, button) {
   entry.redrive = text;
   entry.depth = -1; // read the dead letters again
   deadLetters.set(group, entry);
-  out.textContent = text;
+  const now = document.querySelector(`.redrive-result[data-group="${CSS.escape(group)}"]`);
+  if (now) now.textContent = text;
+}
+
+async function discard(group, partition, offset) {
+  const who = await ask({ title: `Discard the dead letter at partition ${partition}, offset ${offset}?`,
+    text: "<p>It is marked handled: it stays in the dead-letter topic, no longer counts as waiting, and no redrive sends it back. Your name and the time are recorded.</p>",
+    ok: "Discard", name: true });
+  if (!who) return;
+  const entry = deadLetters.get(group) || { letters: [] };
+  try {
+    const r = await apiJson(`/v1/admin/groups/${encodeURIComponent(group)}/dead-letters/${partition}/${offset}/discard`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ by: who }) });
+    entry.redrive = r.discarded ? `discarded p${partition} @ ${offset} as ${who}` : `p${partition} @ ${offset} was handled already`;
+  } catch (e) {
+    if (e instanceof Unauthorized) return showLogin(e.message);
+    entry.redrive = "discard failed: " + e.message;
+  }
+  entry.depth = -1; // read the dead letters again
+  deadLetters.set(group, entry);
+  tick();
 }
 
 async function jobPage(tenant, id, mine) {

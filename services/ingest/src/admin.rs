@@ -4,12 +4,19 @@
 //! - `GET /v1/admin/groups`: per watched consumer group, the broker's view (state, members
 //!   and their partitions, per-partition committed offset, log start/end, lag in records and
 //!   seconds, DLQ depth), the replicas' own reports (paused partitions, records in flight) and the result store's (runs done and failed in the last minute,
-//!   throughput, p50/p99 run time over five minutes, dead letters redriven).
+//!   throughput, p50/p99 run time over five minutes, dead letters redriven), and its health
+//!   verdict (`health`: Burrow's OK/WARN/ERR for the group, OK/WARN/STOP/STALL/REWIND per
+//!   partition, each with its reason; see `crate::health`).
+//! - `GET /v1/admin/groups/{group}/history`: the group's lag (total and per partition, in
+//!   records and seconds) at each health sample, the last `--console-history`.
 //! - `GET /v1/admin/groups/{group}/dead-letters?limit=N`: the newest dead letters, newest
 //!   first, with their provenance headers and whether each was redriven.
 //! - `POST /v1/admin/groups/{group}/dead-letters/redrive` (`{"error_class": ...}` optional):
 //!   `docflow replay dlq --execute` for the group; answers what it did.
-//! - `GET /v1/admin/jobs?limit=N`: the newest jobs of every tenant with each stage's status.
+//! - `POST /v1/admin/groups/{group}/dead-letters/{partition}/{offset}/discard`
+//!   (`{"by": "who"}`): marks one dead letter handled without redriving it.
+//! - `GET /v1/admin/jobs?limit=N[&q=...]`: the newest jobs of every tenant with each stage's
+//!   status; with `q`, those whose document id starts with it or whose file name contains it.
 //! - `GET /v1/admin/jobs/{tenant}/{id}` and `.../thumbnail`: one job as its tenant sees it.
 
 use std::collections::HashMap;
@@ -75,10 +82,15 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
             asset("text/css; charset=utf-8", assets::APP_CSS),
         )
         .route("/v1/admin/groups", get(groups))
+        .route("/v1/admin/groups/{group}/history", get(history))
         .route("/v1/admin/groups/{group}/dead-letters", get(dead_letters))
         .route(
             "/v1/admin/groups/{group}/dead-letters/redrive",
             post(redrive),
+        )
+        .route(
+            "/v1/admin/groups/{group}/dead-letters/{partition}/{offset}/discard",
+            post(discard),
         )
         .route("/v1/admin/jobs", get(jobs))
         .route("/v1/admin/jobs/{tenant}/{id}", get(job))
@@ -170,9 +182,12 @@ async fn groups(State(state): Shared, headers: HeaderMap) -> Result<Response, Ap
             .results
             .window(&w.stage, now - LATENCY_WINDOW_MS, now - RATE_WINDOW_MS)
             .await?;
+        let health = serde_json::to_value(state.console.verdict(&w.group, now))
+            .map_err(|e| ApiError::Internal(format!("verdict: {e}")))?;
         groups.push(json!({
             "group": w.group,
             "stage": w.stage,
+            "health": health,
             "broker": broker,
             "results": {
                 "done_last_minute": runs.recent_done,
@@ -196,10 +211,34 @@ async fn groups(State(state): Shared, headers: HeaderMap) -> Result<Response, Ap
     Ok(axum::Json(body).into_response())
 }
 
+/// `GET /v1/admin/groups/{group}/history`: the group's lag at each sample of the health
+/// sampler, oldest first (`--console-history` of them at most).
+async fn history(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path(group): Path<String>,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    watched(&state, &group)?;
+    let interval_ms = i64::try_from(state.console.health_interval.as_millis()).unwrap_or(i64::MAX);
+    Ok(axum::Json(json!({
+        "group": group,
+        "interval_ms": interval_ms,
+        "kept": state.console.history_len(),
+        "points": state.console.lag_history(&group),
+    }))
+    .into_response())
+}
+
 #[derive(Debug, Deserialize)]
 struct ListQuery {
     limit: Option<u32>,
+    /// Jobs only: a document id's start or a part of a file name.
+    q: Option<String>,
 }
+
+/// Longest job search.
+const MAX_QUERY: usize = 200;
 
 /// The watched group `group`, or 404.
 fn watched(state: &AppState, group: &str) -> Result<(), ApiError> {
@@ -247,17 +286,20 @@ async fn dead_letters(
             .key
             .as_deref()
             .map(|k| String::from_utf8_lossy(k).into_owned());
-        // The event names the tenant (needed for the job's page); a value that does not
-        // decode is shown without it.
-        let tenant = match &d.payload {
-            Some(p) => state
-                .codec
-                .decode::<docflow_events::DocUploaded>(p)
-                .await
-                .ok()
-                .map(|e| e.tenant_id),
-            None => None,
+        // The event, decoded through the registry (it names the tenant, needed for the
+        // job's page); a value that does not decode is shown as a dump of its bytes.
+        let (event, dump) = match &d.payload {
+            Some(p) => match state.codec.decode::<docflow_events::DocUploaded>(p).await {
+                Ok(e) => (Some(e), None),
+                Err(e) => (
+                    None,
+                    Some(json!({"error": e.to_string(), "bytes": p.len(), "dump": dump(p)})),
+                ),
+            },
+            None => (None, None),
         };
+        let tenant = event.as_ref().map(|e| e.tenant_id.clone());
+        let handled = redrives.handled(&d.topic, d.partition, d.offset).await?;
         out.push(json!({
             "partition": d.partition,
             "offset": d.offset,
@@ -273,11 +315,105 @@ async fn dead_letters(
                 "offset": d.header_str(h::OFFSET).and_then(|v| v.parse::<i64>().ok()),
                 "timestamp_ms": d.header_str(h::TIMESTAMP).and_then(|v| v.parse::<i64>().ok()),
             },
+            "permanent": d.header_str(h::PERMANENT).map(|v| v == "true"),
+            "event": event,
+            "payload": dump,
             "redrive_count": d.header_str(h::REDRIVE_COUNT).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0),
-            "redriven": redrives.was_redriven(&d.topic, d.partition, d.offset).await?,
+            "redriven": handled.as_ref().is_some_and(|h| !h.discarded),
+            "discarded": handled.as_ref().filter(|h| h.discarded).map(|h| json!({"by": h.by, "at_ms": h.at_ms})),
         }));
     }
     Ok(axum::Json(json!({"group": group, "dead_letters": out})).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct DiscardBody {
+    /// Who discards it (as they name themselves).
+    by: String,
+}
+
+/// Longest name a discard records.
+const MAX_NAME: usize = 100;
+
+/// `POST /v1/admin/groups/{group}/dead-letters/{partition}/{offset}/discard`
+/// (`{"by": "who"}`): marks the dead letter handled without redriving it, who and when
+/// recorded; it no longer counts as waiting and no redrive sends it back.
+async fn discard(
+    State(state): Shared,
+    Path((group, partition, offset)): Path<(String, i32, i64)>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    admin(&state, &headers).await?;
+    watched(&state, &group)?;
+    let body = axum::body::to_bytes(body, MAX_REDRIVE_BODY)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("discard request body: {e}")))?;
+    let body: DiscardBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!("a discard takes {{\"by\": \"your name\"}}: {e}"))
+    })?;
+    let by = body.by.trim();
+    if by.is_empty() || by.chars().count() > MAX_NAME || by.chars().any(char::is_control) {
+        return Err(ApiError::BadRequest(format!(
+            "\"by\" names who discards the dead letter: 1 to {MAX_NAME} characters, no control characters"
+        )));
+    }
+    let app = state.clone();
+    let g = group.clone();
+    let topic = blocking(move || app.console.dead_letter_topic_with(&g, partition, offset))
+        .await?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "group {group}'s dead-letter topic holds no record at partition {partition} offset {offset}"
+            ))
+        })?;
+    let redrives = Redrives::new(state.results.pool().clone());
+    let now = now_ms();
+    let discarded = redrives
+        .discard(&topic, partition, offset, &group, by, now)
+        .await?;
+    let handled = redrives.handled(&topic, partition, offset).await?;
+    tracing::info!(%group, partition, offset, by, discarded, "console: dead letter discarded");
+    // The next overview shows the new count of dead letters waiting.
+    *state.console.last.lock().await = None;
+    Ok(axum::Json(json!({
+        "group": group,
+        "partition": partition,
+        "offset": offset,
+        "discarded": discarded,
+        "handled": handled.map(|h| json!({
+            "action": if h.discarded { "discarded" } else { "redriven" },
+            "by": h.by,
+            "at_ms": h.at_ms,
+        })),
+    }))
+    .into_response())
+}
+
+/// Most bytes of an undecodable dead letter shown.
+const DUMP_BYTES: usize = 256;
+
+/// `bytes` (the first [`DUMP_BYTES`]) as hex/ASCII lines, 16 bytes each: `0000  48 65 …  He…`.
+fn dump(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for (i, line) in bytes.chunks(16).take(DUMP_BYTES / 16).enumerate() {
+        let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
+        let ascii: String = line
+            .iter()
+            .map(|&b| {
+                if b.is_ascii_graphic() || b == b' ' {
+                    char::from(b)
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        out.push_str(&format!("{:04x}  {:<47}  {ascii}\n", i * 16, hex.join(" ")));
+    }
+    if bytes.len() > DUMP_BYTES {
+        out.push_str(&format!("… {} more bytes\n", bytes.len() - DUMP_BYTES));
+    }
+    out
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -363,7 +499,15 @@ async fn jobs(
 ) -> Result<Response, ApiError> {
     admin(&state, &headers).await?;
     let limit = q.limit.unwrap_or(50).clamp(1, MAX_LIST);
-    let jobs = state.jobs.recent(limit).await?;
+    let jobs = match q.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        Some(query) if query.chars().count() > MAX_QUERY => {
+            return Err(ApiError::BadRequest(format!(
+                "q is a document id's start or part of a file name: at most {MAX_QUERY} characters"
+            )));
+        }
+        Some(query) => state.jobs.find(query, limit).await?,
+        None => state.jobs.recent(limit).await?,
+    };
     let keys: Vec<(String, String)> = jobs
         .iter()
         .map(|j| (j.tenant_id.clone(), j.job_id.clone()))
@@ -427,7 +571,22 @@ fn path_segment(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::path_segment;
+    use super::{DUMP_BYTES, dump, path_segment};
+
+    #[test]
+    fn undecodable_values_are_dumped_as_hex_and_ascii() {
+        let d = dump(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR and more text");
+        let lines: Vec<&str> = d.lines().collect();
+        assert_eq!(
+            lines[0],
+            "0000  89 50 4e 47 0d 0a 1a 0a 00 00 00 0d 49 48 44 52  .PNG........IHDR"
+        );
+        assert!(lines[1].starts_with("0010  20 61 6e 64"), "{d}");
+        assert!(lines[1].ends_with(" and more text"), "{d}");
+        let long = dump(&[0u8; 1000]);
+        assert_eq!(long.lines().count(), DUMP_BYTES / 16 + 1);
+        assert!(long.ends_with("… 744 more bytes\n"), "{long}");
+    }
 
     #[test]
     fn path_segments_are_encoded() {

@@ -13,13 +13,14 @@
 //! The page (`/console`, `console/` in this crate, embedded in the binary) is static: it
 //! asks for the admin token and reads everything from `/v1/admin/...`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use docflow_config::KafkaArgs;
 use docflow_replay::ReplayError;
 use docflow_replay::broker;
+use docflow_replay::health::{HealthArgs, Rules, Tracker};
 use docflow_runtime::Record;
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::status::ReplicaStatus;
@@ -36,6 +37,9 @@ const STATUS_LOOKBACK_MS: i64 = 60_000;
 /// Most status reports read per overview (a minute of 300 replicas reporting every 5 s, or
 /// fewer replicas that pause and resume often).
 const STATUS_MAX: i64 = 5_000;
+
+/// Most lag points kept per group (a day at one a second).
+const MAX_HISTORY: usize = 86_400;
 
 /// A consumer group the console shows, and the stage whose results it records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +153,29 @@ pub(crate) struct Console {
     stamps: std::sync::Mutex<HashMap<(String, i32, i64), i64>>,
     /// The last overview and when it was made: browsers polling at once share one.
     pub(crate) last: tokio::sync::Mutex<Option<(std::time::Instant, serde_json::Value)>>,
+    /// The groups' sampled windows, for their health verdicts (`crate::health`).
+    pub(crate) health: std::sync::Mutex<Tracker>,
+    /// The verdicts' rules.
+    pub(crate) rules: Rules,
+    /// How often the groups are sampled.
+    pub(crate) health_interval: Duration,
+    /// Each group's lag, a point per sample, the newest `history_len`.
+    history: std::sync::Mutex<HashMap<String, VecDeque<LagPoint>>>,
+    /// Points kept per group (`--console-history` / `--health-interval`).
+    history_len: usize,
+}
+
+/// A group's lag at one sample: what the console's charts draw.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct LagPoint {
+    /// When, ms since the epoch.
+    pub(crate) t: i64,
+    /// Lag in records, every partition.
+    pub(crate) total: i64,
+    /// The oldest waiting record's age, seconds.
+    pub(crate) seconds: f64,
+    /// Per partition: (lag in records, lag in seconds).
+    pub(crate) parts: std::collections::BTreeMap<i32, (i64, f64)>,
 }
 
 impl std::fmt::Debug for Console {
@@ -205,7 +232,12 @@ impl Console {
         kafka: KafkaArgs,
         topic: String,
         status_topic: String,
+        health: &HealthArgs,
+        history: Duration,
     ) -> Self {
+        let interval = health.health_interval.max(Duration::from_millis(1));
+        let history_len =
+            usize::try_from(history.as_millis() / interval.as_millis()).unwrap_or(usize::MAX);
         let groups: Vec<Watched> = groups
             .iter()
             .filter(|g| !g.trim().is_empty())
@@ -223,7 +255,47 @@ impl Console {
             clients: std::sync::Mutex::default(),
             stamps: std::sync::Mutex::default(),
             last: tokio::sync::Mutex::const_new(None),
+            health: std::sync::Mutex::new(Tracker::new(health.health_window)),
+            rules: health.rules(),
+            health_interval: interval,
+            history: std::sync::Mutex::default(),
+            history_len: history_len.clamp(1, MAX_HISTORY),
         }
+    }
+
+    /// Keeps `broker`'s lag, read at `t`, as the newest point of `group`'s history.
+    pub(crate) fn keep_lag(&self, group: &str, t: i64, broker: &GroupBroker) {
+        let point = LagPoint {
+            t,
+            total: broker.lag_records,
+            seconds: broker.lag_seconds,
+            parts: broker
+                .partitions
+                .iter()
+                .map(|p| (p.partition, (p.lag_records, p.lag_seconds)))
+                .collect(),
+        };
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let points = history.entry(group.to_owned()).or_default();
+        if points.len() >= self.history_len {
+            points.pop_front();
+        }
+        points.push_back(point);
+    }
+
+    /// `group`'s lag points, oldest first.
+    pub(crate) fn lag_history(&self, group: &str) -> Vec<LagPoint> {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group)
+            .map(|h| h.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Points each group's history keeps.
+    pub(crate) fn history_len(&self) -> usize {
+        self.history_len
     }
 
     /// The watched group named `group`.
@@ -445,6 +517,29 @@ impl Console {
         let topic = docflow_events::topics::dead_letter(&self.topic, group);
         self.with_client(&format!("{group} dlq"), group, |c| {
             broker::tail(c, &topic, n)
+        })
+    }
+
+    /// Whether `group`'s dead-letter topic still holds a record at `partition`/`offset`
+    /// (blocking): its name, or `None`.
+    pub(crate) fn dead_letter_topic_with(
+        &self,
+        group: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<String>, ReplayError> {
+        let topic = docflow_events::topics::dead_letter(&self.topic, group);
+        self.with_client(&format!("{group} dlq"), group, |c| {
+            let partitions = match broker::partitions(c, &topic) {
+                Ok(p) => p,
+                Err(ReplayError::NoSuchTopic(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            if !partitions.contains(&partition) {
+                return Ok(None);
+            }
+            let (start, end) = broker::watermarks(c, &topic, partition)?;
+            Ok((start..end).contains(&offset).then_some(topic.clone()))
         })
     }
 }

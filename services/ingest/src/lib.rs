@@ -32,6 +32,7 @@ pub mod api;
 mod auth;
 mod console;
 pub mod error;
+mod health;
 mod jobs;
 pub mod metrics;
 mod ready;
@@ -127,6 +128,20 @@ pub struct Config {
     /// the console reads it for paused partitions and records in flight. Empty: not read.
     #[arg(long, env = "DOCFLOW_STATUS_TOPIC", default_value = docflow_config::STATUS_TOPIC)]
     pub status_topic: String,
+
+    /// The console's health verdict per group (Burrow's evaluation of sampled offsets).
+    #[command(flatten)]
+    pub health: docflow_replay::health::HealthArgs,
+
+    /// How far back the console's lag charts go: each group's lag, sampled every
+    /// `--health-interval`, is kept this long in memory and drawn when a page opens.
+    #[arg(
+        long,
+        env = "DOCFLOW_CONSOLE_HISTORY",
+        default_value = "1h",
+        value_parser = docflow_config::parse_duration
+    )]
+    pub console_history: Duration,
 
     /// File of `TOKEN TENANT` lines (`#` comments), read at start.
     #[arg(long, env = "DOCFLOW_INGEST_TOKENS_FILE")]
@@ -420,6 +435,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
             config.kafka.clone(),
             config.topic.clone(),
             config.status_topic.clone(),
+            &config.health,
+            config.console_history,
         ),
         database: config.database.clone(),
     }))
@@ -464,6 +481,7 @@ pub async fn serve(
         state.processed_topic.clone(),
         state.stopping.clone(),
     ));
+    let health_task = tokio::spawn(health::sample(state.clone()));
     let http = http1(state.header_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -495,6 +513,7 @@ pub async fn serve(
     }
     drop(listener);
     state.stopping.cancel();
+    health_task.abort();
     // It stops at once on cancellation; a blocking look-up in flight is left to finish
     // on its own thread.
     let listener_abort = listener_task.abort_handle();

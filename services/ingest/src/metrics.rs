@@ -7,7 +7,9 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 use tracing::Instrument as _;
 
 use crate::AppState;
@@ -93,6 +95,8 @@ pub struct IngestMetrics {
     wait_reads: IntCounterVec,
     /// Jobs marked `accepted` after their event's ack (off the request's path), by outcome.
     accept_marks: IntCounterVec,
+    /// Each watched group's health verdict, as Burrow numbers it.
+    consumer_status: IntGaugeVec,
 }
 
 impl IngestMetrics {
@@ -135,6 +139,16 @@ impl IngestMetrics {
             ),
             &["outcome"],
         )?;
+        let consumer_status = IntGaugeVec::new(
+            Opts::new(
+                "docflow_consumer_status",
+                "Health verdict of each consumer group the console watches, Burrow's numbers: \
+                 0 NOTFOUND, 1 OK, 2 WARN (lag not falling), 3 ERR (a partition stopped, \
+                 stalled or rewound)",
+            ),
+            &["group"],
+        )?;
+        registry.register(Box::new(consumer_status.clone()))?;
         registry.register(Box::new(accept_marks.clone()))?;
         registry.register(Box::new(wait_reads.clone()))?;
         registry.register(Box::new(docflow_telemetry::SPANS_DROPPED.clone()))?;
@@ -148,6 +162,7 @@ impl IngestMetrics {
             upload_bytes,
             wait_reads,
             accept_marks,
+            consumer_status,
         })
     }
 
@@ -174,6 +189,14 @@ impl IngestMetrics {
     /// Counts one result-store read of a `?wait=` request, by what caused it.
     pub(crate) fn wait_read(&self, cause: WaitCause) {
         self.wait_reads.with_label_values(&[cause.as_str()]).inc();
+    }
+
+    /// Sets the health verdict of the watched group `group` (a group named by
+    /// `--console-group`: a closed set).
+    pub(crate) fn set_consumer_status(&self, group: &str, status: docflow_replay::health::Status) {
+        self.consumer_status
+            .with_label_values(&[group])
+            .set(i64::from(status.level()));
     }
 
     /// Counts one job marked `accepted` (or given up on) after its event's ack.

@@ -111,7 +111,7 @@ pub(crate) async fn run(args: AnalyticsArgs) -> anyhow::Result<()> {
     );
     println!(
         "{:<22} {:>10} {:>14} {:>13}  content types; stage outcomes",
-        "start (UTC)", "documents", "bytes", "dead_lettered"
+        "start (UTC)", "documents", "bytes", "rollup_dlq"
     );
     for b in &buckets {
         println!(
@@ -119,7 +119,7 @@ pub(crate) async fn run(args: AnalyticsArgs) -> anyhow::Result<()> {
             rfc3339(b.start_ms),
             b.documents,
             b.bytes,
-            b.dead_lettered,
+            b.rollup_dead_lettered,
             details(b)
         );
     }
@@ -128,7 +128,7 @@ pub(crate) async fn run(args: AnalyticsArgs) -> anyhow::Result<()> {
         "total",
         sum.documents,
         sum.bytes,
-        sum.dead_lettered,
+        sum.rollup_dead_lettered,
         details(&sum)
     );
     Ok(())

@@ -5,7 +5,8 @@ use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs};
 use docflow_telemetry::TelemetryArgs;
 
 use crate::{
-    analytics, autoscale, calibrate, dev, infra, plan, schemas, simulate, tokens, topics, upload,
+    analytics, autoscale, calibrate, dev, infra, plan, schemas, simulate, status, tokens, topics,
+    upload,
 };
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
@@ -50,6 +51,9 @@ enum Command {
     Infra(infra::InfraCommand),
     /// The analytics rollup (per tenant per hour or day), read from the database.
     Analytics(analytics::AnalyticsArgs),
+    /// Each consumer group's health as Burrow judges it (OK, WARN, ERR; per partition OK,
+    /// WARN, STOP, STALL, REWIND, with reasons); exits 1 when a group is not OK.
+    Status(status::StatusArgs),
     /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
     #[command(subcommand)]
     Replay(Box<docflow_replay::Command>),
@@ -145,6 +149,7 @@ impl Cli {
                 replication,
             }) => topics::create(&kafka, uploaded_partitions, replication).await,
             Command::Analytics(args) => analytics::run(args).await,
+            Command::Status(args) => status::run(args).await,
             Command::Simulate(args) => simulate::run_simulate(args),
             Command::Plan(args) => plan::run_plan(args),
             Command::Infra(cmd) => infra::run(cmd),

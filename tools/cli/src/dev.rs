@@ -259,11 +259,11 @@ async fn analytics(ingest: &str, uploads: usize) -> anyhow::Result<()> {
             && stage_results >= (docflow_stack::STAGES.len() * uploads) as i64;
         if done || tokio::time::Instant::now() >= deadline {
             println!(
-                "    tenant {}: {} uploads, {} bytes, dead-lettered {}",
+                "    tenant {}: {} uploads, {} bytes, {} the rollup dead-lettered",
                 body["tenant"].as_str().unwrap_or("?"),
                 totals["documents"],
                 totals["bytes"],
-                totals["dead_lettered"]
+                totals["rollup_dead_lettered"]
             );
             for (ct, c) in totals["by_content_type"].as_object().into_iter().flatten() {
                 println!("        {ct:<24} {} document(s)", c["documents"]);

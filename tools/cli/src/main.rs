@@ -11,6 +11,7 @@ mod infra;
 mod plan;
 mod schemas;
 mod simulate;
+mod status;
 mod tokens;
 mod topics;
 mod upload;

@@ -303,6 +303,87 @@ async fn replay_plans_and_resets_a_group() {
     stack.stop().await.unwrap();
 }
 
+/// `docflow status` samples a group from the broker: caught up it is OK (exit 0); with
+/// records waiting and no consumer committing it is ERR with a stopped partition (exit 1,
+/// the reason on stdout, one line on stderr).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_judges_a_group_as_burrow_does() {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+    let stack = docflow_stack::Stack::builder().start().await.unwrap();
+    let topic = stack.topic("cli-status", 1).await.unwrap();
+    let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
+    let produce = |n: usize| {
+        let (producer, topic) = (producer.clone(), topic.clone());
+        async move {
+            for _ in 0..n {
+                producer
+                    .send(
+                        FutureRecord::to(&topic).key("k").payload("v"),
+                        std::time::Duration::from_secs(10),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    produce(10).await;
+    let group = docflow_stack::unique_name("cli-status");
+    let c: BaseConsumer = stack
+        .kafka()
+        .client_config("setup")
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(10))
+        .unwrap();
+    c.commit(&tpl, CommitMode::Sync).unwrap();
+    let bootstrap = stack.broker.bootstrap_servers();
+    let status = |extra: &[&str]| {
+        docflow()
+            .args(["status", "--group", &group, "--topic", &topic])
+            .args(["--samples", "2", "--interval", "200ms"])
+            .args(["--kafka-bootstrap-servers", &bootstrap])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = status(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with(&format!("{group} ")), "{stdout}");
+    assert!(
+        stdout.contains(" OK ") && stdout.contains("no lag"),
+        "{stdout}"
+    );
+
+    produce(5).await;
+    let out = status(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains(" ERR "), "{stdout}");
+    assert!(stdout.contains("partition 0    STOP"), "{stdout}");
+    assert!(stdout.contains("with 5 records behind"), "{stdout}");
+    assert_eq!(
+        stderr.trim(),
+        format!("error: 1 of 1 groups not OK: {group} ERR")
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&status(&["--output", "json"]).stdout).unwrap();
+    assert_eq!(json[0]["status"], "ERR", "{json}");
+    assert_eq!(json[0]["partitions"][0]["status"], "STOP", "{json}");
+    assert_eq!(json[0]["total_lag"], 5, "{json}");
+    stack.stop().await.unwrap();
+}
+
 /// `docflow plan` and `docflow simulate` with the seed's figures: Little's law gives a
 /// lagThreshold of 5, the budget 40 replicas; the simulated 80 → 200 step with one decision
 /// at the step is ≈ 7.6 min outside the SLA, and lag alone does worse.

@@ -76,6 +76,22 @@ metadata:
             severity: critical
           annotations:
             summary: Group {{ $labels.group }} has lag and has handled nothing for 10 minutes
+        # Burrow's verdict as ingest's console samples it (docflow_consumer_status: 2 WARN,
+        # 3 ERR): a partition stopped, stalled or rewound, or a lag that never falls.
+        - alert: DocflowConsumerError
+          expr: max by (namespace, group) (docflow_consumer_status) >= 3
+          for: 2m
+          labels:
+            severity: critical
+          annotations:
+            summary: \"Group {{ $labels.group }} is ERR: a partition stopped, stalled or rewound (docflow status --group {{ $labels.group }} says which and why)\"
+        - alert: DocflowConsumerLagNotFalling
+          expr: max by (namespace, group) (docflow_consumer_status) == 2
+          for: 10m
+          labels:
+            severity: warning
+          annotations:
+            summary: \"Group {{ $labels.group }} is WARN: its lag has not fallen over the health window for 10 minutes\"
         # Replicas pinned at the maximum: the plan's peak was exceeded or service times grew.
         - alert: DocflowReplicasAtMax
           expr: kube_horizontalpodautoscaler_status_current_replicas{horizontalpodautoscaler=~\"keda-hpa-docflow-.*|docflow-ingest\"} >= on (namespace, horizontalpodautoscaler) kube_horizontalpodautoscaler_spec_max_replicas

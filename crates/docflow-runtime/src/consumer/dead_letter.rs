@@ -51,14 +51,7 @@ async fn write<H: Handler>(
     topic: &str,
     trace: &crate::trace::TraceContext,
 ) -> bool {
-    let headers = dlq::dead_letter_headers(
-        record,
-        trace,
-        &s.group,
-        e.class(),
-        e.message(),
-        record.attempt,
-    );
+    let headers = dlq::dead_letter_headers(record, trace, &s.group, e, record.attempt);
     let mut failures = 0u32;
     loop {
         let mut fr: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers.clone());

@@ -50,7 +50,7 @@ fn bucket_json(b: &docflow_store::Bucket) -> Value {
         "bytes": b.bytes,
         "by_content_type": b.by_content_type,
         "stages": b.stages,
-        "dead_lettered": b.dead_lettered,
+        "rollup_dead_lettered": b.rollup_dead_lettered,
     })
 }
 
@@ -110,7 +110,7 @@ pub(super) async fn analytics(
                 "bytes": totals.bytes,
                 "by_content_type": totals.by_content_type,
                 "stages": totals.stages,
-                "dead_lettered": totals.dead_lettered,
+                "rollup_dead_lettered": totals.rollup_dead_lettered,
             },
             "buckets": buckets.iter().map(bucket_json).collect::<Vec<_>>(),
         })),

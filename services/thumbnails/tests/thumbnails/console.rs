@@ -268,6 +268,8 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
     let mut s = Stack::start_without_stage_with(|c| {
         c.admin_tokens = vec![ADMIN.to_owned()];
         c.stages = vec![THUMBNAILS.to_owned(), OCR_EMBEDDINGS.to_owned()];
+        // The lag history the server keeps for the charts, a point every half second.
+        c.health.health_interval = Duration::from_millis(500);
     })
     .await;
     s.stack.start_named("thumbnails").await.unwrap();
@@ -391,6 +393,38 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
     )
     .await;
     b.screenshot("lag-after-restart").await;
+    // Every line has its legend entry: the total and each partition.
+    let legend = b
+        .eval(&format!(
+            "const c = document.querySelector(\"{card}\"); \
+             return [c.querySelectorAll('svg.chart.records polyline').length, \
+                     c.querySelectorAll('svg.chart.records + .legend .legend-item').length]"
+        ))
+        .await;
+    assert_eq!(legend, json!([4, 4]));
+    // A page opened now draws the backlog it never saw: the server kept the lag.
+    b.goto(&format!("{}/console", s.base)).await;
+    b.wait_for(
+        "the backlog, drawn from the server's history by a freshly opened page",
+        &format!(
+            "const c = document.querySelector(\"{card}\"); \
+             const chart = c && c.querySelector('svg.chart.records'); \
+             return c && Number(chart.dataset.peak) >= {waiting} && chart.dataset.last === '0'"
+        ),
+    )
+    .await;
+    // The hour's range keeps it too.
+    b.click_now("button.range[data-range='3600']").await;
+    b.wait_for(
+        "the 1 h range",
+        &format!(
+            "const c = document.querySelector(\"{card}\"); \
+             return document.querySelector(\"button.range.on[data-range='3600']\") !== null \
+               && Number(c.querySelector('svg.chart.records').dataset.peak) >= {waiting}"
+        ),
+    )
+    .await;
+    b.click_now("button.range[data-range='300']").await;
 
     // An upload the stage cannot render is dead-lettered: it appears in the DLQ list.
     let mut bad = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
@@ -408,9 +442,27 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
     assert!(class.as_str().is_some_and(|c| !c.is_empty()), "{class}");
     b.screenshot("dead-letter").await;
 
-    // Redrive: the record goes back for this group, fails again, and is dead-lettered a
-    // second time with its redrive count; the first is marked redriven.
+    // It is shown as the stage refused it (permanent), with its event decoded.
+    let shown = b
+        .eval(&format!(
+            "const r = document.querySelector(\"{row}\"); \
+             return [r.dataset.permanent, r.querySelector('details.payload dl').textContent.includes('{bad_id}')]"
+        ))
+        .await;
+    assert_eq!(shown, json!(["true", true]));
+
+    // Redrive asks first, and warns that the dead letter failed permanently; confirmed, the
+    // record goes back for this group, fails again, and is dead-lettered a second time with
+    // its redrive count; the first is marked redriven.
     b.click_now(&format!("{card} button.redrive")).await;
+    b.wait_for(
+        "the confirmation, warning of a permanent failure",
+        "return document.querySelector('#confirm').open \
+           && document.querySelector('#confirm-text').textContent.includes('1 of the 1 shown failed permanently')",
+    )
+    .await;
+    b.screenshot("redrive-confirm").await;
+    b.click_now("#confirm-ok").await;
     b.wait_for(
         "the redrive report",
         &format!(
@@ -422,12 +474,57 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
         "the dead letter of the redriven record",
         &format!(
             "const rows = [...document.querySelectorAll(\"{row}\")]; \
-             return rows.length === 2 && rows.some(r => r.innerText.includes('1× before')) \
-               && rows.some(r => r.lastElementChild.textContent === 'yes')"
+             return rows.length === 2 && rows.some(r => r.innerText.includes('redriven 1× before')) \
+               && rows.some(r => r.dataset.handled === 'redriven')"
         ),
     )
     .await;
     b.screenshot("after-redrive").await;
+
+    // Discard the second: it asks who, records it, and nothing is left waiting.
+    let waiting = format!("{row}[data-handled='']");
+    b.click_now(&format!("{waiting} button.discard")).await;
+    b.wait_for(
+        "the discard's confirmation, asking who",
+        "return document.querySelector('#confirm').open && !document.querySelector('#confirm-name-row').hidden",
+    )
+    .await;
+    b.type_into("#confirm-name", "tester").await;
+    b.click_now("#confirm-ok").await;
+    b.wait_for(
+        "the dead letter discarded by its operator, none waiting",
+        &format!(
+            "const rows = [...document.querySelectorAll(\"{row}\")]; \
+             return rows.length === 2 && rows.some(r => r.dataset.handled === 'discarded' \
+               && r.querySelector('td.handled').textContent.startsWith('discarded by tester')) \
+               && document.querySelector(\"{card} button.redrive\").disabled"
+        ),
+    )
+    .await;
+
+    // Find a job by its file name (case aside), then by its document id's start.
+    b.type_into("#job-query", "FIRST.p\u{E007}").await;
+    b.wait_for(
+        "the one job whose file name matches",
+        &format!(
+            "const rows = document.querySelectorAll('tr.job'); \
+             return rows.length === 1 && rows[0].dataset.job === '{first_id}' \
+               && document.querySelector('#jobs-title').textContent.includes('FIRST.p')"
+        ),
+    )
+    .await;
+    b.type_into("#job-query", &format!("{}\u{E007}", &bad_id[..10]))
+        .await;
+    b.wait_for(
+        "the one job whose document id starts so",
+        &format!(
+            "const rows = document.querySelectorAll('tr.job'); \
+             return rows.length === 1 && rows[0].dataset.job === '{bad_id}'"
+        ),
+    )
+    .await;
+    b.type_into("#job-query", &format!("{}\u{E007}", &first_id[..12]))
+        .await;
 
     // A job's page: its stages and its thumbnail, loaded with the admin token.
     b.click_now(&format!("tr.job[data-job='{first_id}'] a[href^='#/job/']"))

@@ -18,6 +18,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 mod console;
+mod health;
 mod new_stage;
 mod otel;
 

@@ -1,0 +1,275 @@
+//! `docflow status`: each consumer group's health verdict as Burrow judges it (OK, WARN,
+//! ERR; per partition OK, WARN, STOP, STALL, REWIND, each with its reason), from a window of
+//! samples this command takes from the broker, or from the longer window a running ingest
+//! keeps (`--ingest`). Exits non-zero when a group is not OK, for scripts.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use docflow_config::KafkaArgs;
+use docflow_replay::health::{self, GroupVerdict, Rules, Status, Tracker};
+use docflow_runtime::metrics::now_ms;
+
+/// Options of `docflow status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// A consumer group to judge (repeatable). Default: every stage of the pipeline, each
+    /// its own group.
+    #[arg(long = "group")]
+    groups: Vec<String>,
+    /// The topic the groups consume.
+    #[arg(long, default_value = docflow_events::topics::DOC_UPLOADED)]
+    topic: String,
+    /// Samples taken from the broker: the window the verdict looks back over.
+    #[arg(long, default_value_t = 6)]
+    samples: usize,
+    /// Time between samples (the command takes samples × this to answer).
+    #[arg(long, default_value = "2s", value_parser = docflow_config::parse_duration)]
+    interval: Duration,
+    /// A lag up to this many records is no lag (Burrow's `allowed-lag`).
+    #[arg(long, default_value_t = 0)]
+    allowed_lag: u64,
+    /// Read the verdicts a running ingest keeps (its console's sampler: a longer window, no
+    /// wait) instead of sampling the broker, e.g. `http://127.0.0.1:8080`.
+    #[arg(long, env = "DOCFLOW_INGEST_URL")]
+    ingest: Option<String>,
+    /// Admin token of that ingest (`--admin-token` there).
+    #[arg(long, env = "DOCFLOW_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Every partition, not only those that are not OK.
+    #[arg(long)]
+    all: bool,
+    /// How to print the verdicts.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// The broker (when sampling it).
+    #[command(flatten)]
+    kafka: KafkaArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// A line per group, then its partitions that are not OK.
+    Text,
+    /// The verdicts as JSON.
+    Json,
+}
+
+pub(crate) async fn run(args: StatusArgs) -> anyhow::Result<()> {
+    let groups = if args.groups.is_empty() {
+        docflow_stack::stages::stage_names()
+    } else {
+        args.groups.clone()
+    };
+    let verdicts = match &args.ingest {
+        Some(url) => from_ingest(url, args.admin_token.as_deref(), &groups).await?,
+        None => sample(&args, &groups).await?,
+    };
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&verdicts)?),
+        Output::Text => print!("{}", text(&verdicts, args.all)),
+    }
+    let bad: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.status != Status::Ok)
+        .map(|v| format!("{} {}", v.group, v.status))
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "{} of {} groups not OK: {}",
+            bad.len(),
+            verdicts.len(),
+            bad.join(", ")
+        )
+    }
+}
+
+/// Samples the groups from the broker, `--samples` times `--interval` apart.
+async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<GroupVerdict>> {
+    let samples = args.samples.max(2);
+    let kafka = args.kafka.clone();
+    let names = groups.to_vec();
+    let clients = std::sync::Arc::new(
+        names
+            .iter()
+            .map(|g| docflow_replay::broker::client_as(&kafka, g, "docflow-status"))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let mut tracker = Tracker::new(samples);
+    for i in 0..samples {
+        if i > 0 {
+            tokio::time::sleep(args.interval).await;
+        }
+        let (reading, read_names, topic) = (clients.clone(), names.clone(), args.topic.clone());
+        let bootstrap = kafka.bootstrap_servers.clone();
+        let reads = tokio::task::spawn_blocking(move || {
+            read_names
+                .iter()
+                .zip(reading.iter())
+                .map(|(group, c)| {
+                    health::read(c, &topic, group).with_context(|| {
+                        format!(
+                            "reading group {group} on {topic} from broker {bootstrap} (set by \
+                             --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .await??;
+        let at = now_ms();
+        for (group, (live, partitions)) in names.iter().zip(reads) {
+            tracker.observe(group, at, live, &partitions);
+        }
+    }
+    let rules = Rules {
+        allowed_lag: args.allowed_lag,
+        minimum_complete: 0.0,
+    };
+    let now = now_ms();
+    Ok(groups
+        .iter()
+        .map(|g| tracker.verdict(g, now, rules))
+        .collect())
+}
+
+/// The verdicts ingest's sampler keeps (`GET /v1/admin/groups`).
+async fn from_ingest(
+    url: &str,
+    token: Option<&str>,
+    groups: &[String],
+) -> anyhow::Result<Vec<GroupVerdict>> {
+    let token = token.context("--ingest needs --admin-token (or DOCFLOW_ADMIN_TOKEN)")?;
+    let endpoint = format!("{}/v1/admin/groups", url.trim_end_matches('/'));
+    let resp = reqwest::Client::new()
+        .get(&endpoint)
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .with_context(|| format!("reaching ingest at {endpoint} (--ingest, DOCFLOW_INGEST_URL)"))?;
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.context("reading ingest's answer")?;
+    if !status.is_success() {
+        anyhow::bail!("ingest answered {status}: {}", body["error"]);
+    }
+    let watched = body["groups"].as_array().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    for g in groups {
+        let entry = watched
+            .iter()
+            .find(|w| w["group"] == g.as_str())
+            .with_context(|| format!("ingest does not watch group {g} (its --console-group)"))?;
+        out.push(
+            verdict_from_json(&entry["health"]).with_context(|| {
+                format!("ingest's verdict of {g} is not one this docflow reads")
+            })?,
+        );
+    }
+    Ok(out)
+}
+
+/// A [`GroupVerdict`] as ingest serialised it.
+fn verdict_from_json(v: &serde_json::Value) -> Option<GroupVerdict> {
+    let status = |v: &serde_json::Value| -> Option<Status> {
+        Some(match v.as_str()? {
+            "NOTFOUND" => Status::NotFound,
+            "OK" => Status::Ok,
+            "WARN" => Status::Warn,
+            "ERR" => Status::Err,
+            "STOP" => Status::Stop,
+            "STALL" => Status::Stall,
+            "REWIND" => Status::Rewind,
+            _ => return None,
+        })
+    };
+    let sample = |v: &serde_json::Value| -> Option<health::Sample> {
+        Some(health::Sample {
+            offset: v["offset"].as_i64()?,
+            at_ms: v["at_ms"].as_i64()?,
+            lag: v["lag"].as_u64(),
+        })
+    };
+    #[allow(clippy::cast_possible_truncation)]
+    let partitions = v["partitions"]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            Some(health::PartitionVerdict {
+                partition: i32::try_from(p["partition"].as_i64()?).ok()?,
+                status: status(&p["status"])?,
+                reason: p["reason"].as_str()?.to_owned(),
+                complete: p["complete"].as_f64()? as f32,
+                start: sample(&p["start"]),
+                end: sample(&p["end"]),
+                current_lag: p["current_lag"].as_u64()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    #[allow(clippy::cast_possible_truncation)]
+    Some(GroupVerdict {
+        group: v["group"].as_str()?.to_owned(),
+        status: status(&v["status"])?,
+        reason: v["reason"].as_str()?.to_owned(),
+        complete: v["complete"].as_f64()? as f32,
+        total_lag: v["total_lag"].as_u64()?,
+        max_lag_partition: v["max_lag_partition"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok()),
+        partitions,
+    })
+}
+
+/// A line per group, then its partitions (those not OK unless `all`).
+fn text(verdicts: &[GroupVerdict], all: bool) -> String {
+    let mut out = String::new();
+    for v in verdicts {
+        out.push_str(&format!(
+            "{:<24} {:<8} lag {:<8} {:>3.0} % of windows full  {}\n",
+            v.group,
+            v.status,
+            v.total_lag,
+            v.complete * 100.0,
+            v.reason
+        ));
+        for p in v
+            .partitions
+            .iter()
+            .filter(|p| all || p.status != Status::Ok)
+        {
+            out.push_str(&format!(
+                "  partition {:<4} {:<8} lag {:<8} {}\n",
+                p.partition, p.status, p.current_lag, p.reason
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_comes_back_from_its_json() {
+        let mut t = Tracker::new(3);
+        let o = |committed, log_end| health::Observation {
+            partition: 0,
+            committed: Some(committed),
+            log_start: 0,
+            log_end,
+        };
+        t.observe("g", 1000, true, &[o(10, 20)]);
+        t.observe("g", 2000, true, &[o(10, 30)]);
+        let v = t.verdict("g", 2000, Rules::default());
+        assert_eq!(v.partitions[0].status, Status::Stall);
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(verdict_from_json(&json), Some(v.clone()));
+        let printed = text(&[v], false);
+        assert!(printed.starts_with("g "), "{printed}");
+        assert!(printed.contains("partition 0    STALL"), "{printed}");
+    }
+}
