@@ -52,11 +52,16 @@ pub struct HealthArgs {
 }
 
 impl HealthArgs {
-    /// The evaluation's rules.
+    /// The evaluation's rules: a group watched for less than a window's time (interval ×
+    /// window) is not judged on a window still filling.
     pub fn rules(&self) -> Rules {
+        let window = self
+            .health_interval
+            .saturating_mul(u32::try_from(self.health_window).unwrap_or(u32::MAX));
         Rules {
             allowed_lag: self.health_allowed_lag,
             minimum_complete: 0.0,
+            warm_up_ms: i64::try_from(window.as_millis()).unwrap_or(i64::MAX),
         }
     }
 }
@@ -131,6 +136,10 @@ pub struct Rules {
     pub allowed_lag: u64,
     /// A window less full than this (0..=1) is OK without evaluation.
     pub minimum_complete: f32,
+    /// For this long after a group is first sampled, a partition whose window is not full
+    /// is OK, "warming up": right after a start, one commit would read as stopped or
+    /// stalled (Burrow reads the commits' history; a sampler starts from nothing).
+    pub warm_up_ms: i64,
 }
 
 impl Default for Rules {
@@ -138,6 +147,7 @@ impl Default for Rules {
         Rules {
             allowed_lag: 0,
             minimum_complete: 0.0,
+            warm_up_ms: 0,
         }
     }
 }
@@ -427,6 +437,8 @@ struct PartitionWindow {
 #[derive(Debug, Default)]
 struct GroupWindow {
     partitions: BTreeMap<i32, PartitionWindow>,
+    /// When the group was first sampled.
+    since_ms: i64,
 }
 
 /// The windows of the groups sampled, `intervals` commits a partition.
@@ -462,14 +474,21 @@ impl Tracker {
             return;
         }
         let intervals = self.intervals;
-        let window = self.groups.entry(group.to_owned()).or_default();
+        let window = self
+            .groups
+            .entry(group.to_owned())
+            .or_insert_with(|| GroupWindow {
+                partitions: BTreeMap::new(),
+                since_ms: at_ms,
+            });
         window
             .partitions
             .retain(|p, _| partitions.iter().any(|o| o.partition == *p));
         for o in partitions {
             let w = window.partitions.entry(o.partition).or_default();
             push(&mut w.broker, o.log_end, intervals);
-            let offset = o.committed.unwrap_or(o.log_start);
+            // A commit retention passed reads from the log start, as the consumer will.
+            let offset = o.committed.unwrap_or(o.log_start).max(o.log_start);
             let lag = u64::try_from(o.log_end - offset).unwrap_or(0);
             w.current_lag = lag;
             if live || w.last != Some(offset) {
@@ -497,13 +516,14 @@ impl Tracker {
                 partitions: Vec::new(),
             };
         };
+        let warming = now_ms.saturating_sub(window.since_ms) < rules.warm_up_ms;
         let partitions = window
             .partitions
             .iter()
             .map(|(&number, w)| {
                 let commits: Vec<Sample> = w.commits.iter().copied().collect();
                 let broker: Vec<i64> = w.broker.iter().copied().collect();
-                partition(
+                let mut p = partition(
                     number,
                     &commits,
                     self.intervals,
@@ -511,7 +531,17 @@ impl Tracker {
                     w.current_lag,
                     now_ms,
                     rules,
-                )
+                );
+                if warming && p.complete < 1.0 && p.status != Status::Ok {
+                    p.status = Status::Ok;
+                    p.reason = format!(
+                        "warming up: {} of {} commits in the window, lag {}",
+                        commits.len(),
+                        self.intervals,
+                        w.current_lag
+                    );
+                }
+                p
             })
             .collect();
         self::group(group, partitions)

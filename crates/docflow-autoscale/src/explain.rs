@@ -116,9 +116,10 @@ pub fn explain(
                     ));
                 }
                 let detail = format!(
-                    "lag {} over {} partitions ({} with lag{}); metric {} ({}); active: {} > activationLagThreshold {}",
+                    "lag {} over {} partition{} ({} with lag{}); metric {} ({}); active: {} > activationLagThreshold {}",
                     m.total_lag,
                     m.partitions,
+                    if m.partitions == 1 { "" } else { "s" },
                     m.partitions_with_lag,
                     if m.total_lag_with_persistent == m.total_lag {
                         String::new()
@@ -131,8 +132,15 @@ pub fn explain(
                             "capped at lagThreshold {} × the partitions",
                             k.lag_threshold
                         )
+                    } else if m.metric > m.total_lag && k.ensure_even_distribution_of_partitions {
+                        if m.total_lag < 0 {
+                            "a negative lag counts as 0, then rounded up to spread the partitions evenly"
+                                .to_owned()
+                        } else {
+                            "rounded up to spread the partitions evenly".to_owned()
+                        }
                     } else if m.metric > m.total_lag {
-                        "rounded up to spread the partitions evenly".to_owned()
+                        "a negative lag counts as 0".to_owned()
                     } else {
                         "uncapped".to_owned()
                     },

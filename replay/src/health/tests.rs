@@ -600,8 +600,8 @@ fn a_group_is_its_worst_partition_with_stop_stall_and_rewind_as_err() {
 fn under_the_minimum_complete_a_window_is_ok_unjudged() {
     let w = window(&[(1000, 100_000, Some(50))]);
     let rules = Rules {
-        allowed_lag: 0,
         minimum_complete: 0.5,
+        ..Rules::default()
     };
     let p = partition(0, &w, 10, &[1050], 50, 101_000, rules);
     assert_eq!((p.status, p.complete), (Status::Ok, 0.1));
@@ -708,6 +708,40 @@ fn sampled_windows_tell_stall_stop_rewind_and_recovery() {
         v.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(),
         [1]
     );
+}
+
+/// A sampler that just started judges no window still filling: one commit is not a stop.
+#[test]
+fn a_window_still_filling_after_a_start_is_warming_up() {
+    let rules = Rules {
+        warm_up_ms: 5_000,
+        ..Rules::default()
+    };
+    let mut t = Tracker::new(5);
+    t.observe("g", 0, false, &[obs(0, Some(10), 40)]);
+    let v = t.verdict("g", 1_000, rules);
+    assert_eq!(v.status, Status::Ok, "{}", v.reason);
+    assert_eq!(
+        v.partitions[0].reason,
+        "warming up: 1 of 5 commits in the window, lag 30"
+    );
+    // A window's time later, the consumer that never committed again is STOP.
+    let v = t.verdict("g", 5_000, rules);
+    assert_eq!(v.partitions[0].status, Status::Stop, "{}", v.reason);
+    // A commit retention passed counts from the log start, as the consumer reads it.
+    let mut t = Tracker::new(5);
+    t.observe(
+        "g",
+        0,
+        true,
+        &[Observation {
+            partition: 0,
+            committed: Some(3),
+            log_start: 8,
+            log_end: 10,
+        }],
+    );
+    assert_eq!(t.verdict("g", 0, Rules::default()).total_lag, 2);
 }
 
 #[test]

@@ -102,7 +102,7 @@ function chart(kind, title, series, now, unit) {
   const lines = series.map((s, i) => `<polyline class="${s.cls || ""}" stroke="${colour(s, i)}"
       data-series="${esc(s.name)}" points="${s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ")}"><title>${esc(s.name)}: now ${fmt(lastOf(s), digits)}${unit}, peak ${fmt(peakOf(s), digits)}${unit}</title></polyline>`);
   const legend = series.map((s, i) => `<span class="legend-item" data-series="${esc(s.name)}" title="peak ${fmt(peakOf(s), digits)}${unit}">
-      <i class="${s.cls || ""}" style="${s.cls ? "" : `background:${colour(s, i)}`}"></i>${esc(s.name)} ${fmt(lastOf(s), digits)}${unit}</span>`).join("");
+      <svg class="swatch" viewBox="0 0 10 4" aria-hidden="true"><rect width="10" height="4" fill="${s.cls ? "#1d2330" : colour(s, i)}"/></svg>${esc(s.name)} ${fmt(lastOf(s), digits)}${unit}</span>`).join("");
   const total = series[0] ? series[0].points : [];
   const last = total.length ? total[total.length - 1][1] : 0;
   const peak = Math.max(0, ...total.map((p) => p[1]));
@@ -368,7 +368,7 @@ async function redrive(group, button) {
     ? `<p class="warning"><b>${permanent.length} of the ${waiting.length} shown failed permanently</b>
        (${classes.map((c) => `<code>${esc(c)}</code>`).join(", ")}): the stage refused the document itself, so they
        will fail again unless the stage was fixed since. If nothing changed, discard them instead.</p>` : "";
-  const sure = await ask({ title: `Redrive ${fmt(dl.waiting)} dead letter(s) of ${esc(group)}?`,
+  const sure = await ask({ title: `Redrive ${fmt(dl.waiting)} dead letter(s) of ${group}?`,
     text: `<p>Each is sent back to its topic for this group only (the other groups pass it by) and is redriven
       at most 3 times; those redriven or discarded before are left out.</p>${warn}`, ok: "Redrive" });
   if (!sure) return;

@@ -358,6 +358,17 @@ async fn discard(
             "\"by\" names who discards the dead letter: 1 to {MAX_NAME} characters, no control characters"
         )));
     }
+    // Not while a redrive of the group runs: it could send back the dead letter this
+    // records as discarded.
+    let lock = state
+        .console
+        .redrive_lock(&group)
+        .ok_or_else(|| ApiError::UnknownGroup(group.clone()))?;
+    let _running = lock.try_lock_owned().map_err(|_| {
+        ApiError::Conflict(format!(
+            "a redrive of group {group} is running; discard when it ends"
+        ))
+    })?;
     let app = state.clone();
     let g = group.clone();
     let topic = blocking(move || app.console.dead_letter_topic_with(&g, partition, offset))

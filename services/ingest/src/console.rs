@@ -38,8 +38,9 @@ const STATUS_LOOKBACK_MS: i64 = 60_000;
 /// fewer replicas that pause and resume often).
 const STATUS_MAX: i64 = 5_000;
 
-/// Most lag points kept per group (a day at one a second).
-const MAX_HISTORY: usize = 86_400;
+/// Most lag points kept per group: two hours at one a second (the page draws an hour at
+/// most); a longer `--console-history` keeps this many, spread over it by the interval.
+const MAX_HISTORY: usize = 7_200;
 
 /// A consumer group the console shows, and the stage whose results it records.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,8 @@ use crate::console::GroupBroker;
 pub(crate) async fn sample(state: Arc<AppState>) {
     let mut tick = tokio::time::interval(state.console.health_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Groups whose last read failed: the first failure is a warning, the rest debug.
+    let mut failing = std::collections::HashSet::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -30,14 +32,20 @@ pub(crate) async fn sample(state: Arc<AppState>) {
                     let at = now_ms();
                     observe(&state, &w.group, at, &broker);
                     state.console.keep_lag(&w.group, at, &broker);
-                    let verdict = state.console.verdict(&w.group, now_ms());
-                    state.metrics.set_consumer_status(&w.group, verdict.status);
+                    failing.remove(&w.group);
+                }
+                Ok(Err(e)) if failing.insert(w.group.clone()) => {
+                    tracing::warn!(group = %w.group, error = %e, "health: the group cannot be read; its last commits age in its window");
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!(group = %w.group, error = %e, "health: group unreadable");
+                    tracing::debug!(group = %w.group, error = %e, "health: the group still cannot be read");
                 }
                 Err(e) => tracing::warn!(group = %w.group, error = %e, "health: sampling failed"),
             }
+            // Also when the read failed: the window ages (a broker that cannot be read
+            // makes no commits seen), and the metric says what the console says.
+            let verdict = state.console.verdict(&w.group, now_ms());
+            state.metrics.set_consumer_status(&w.group, verdict.status);
         }
     }
 }

@@ -19,14 +19,36 @@ pub(crate) enum AutoscaleCommand {
         /// A ScaledObject manifest (or `docflow infra render` output holding several).
         #[arg(long)]
         scaled_object: PathBuf,
-        /// Which ScaledObject of the file (needed when it holds more than one).
+        /// Which ScaledObject of the file (needed when it holds more than one): its name, its
+        /// service's (`ocr-embeddings`), or a part of the name only it has (`ocr`).
         #[arg(long)]
         name: Option<String>,
         /// Offsets, one JSON file per poll, in order (the scaler remembers commits between
         /// polls for `excludePersistentLag`): `{"topic": [{"partition": 0, "committed": 12,
         /// "latest": 40}, ...]}`; `committed` null or -1 when the group has none.
-        #[arg(long = "partitions", required = true)]
+        #[arg(
+            long = "partitions",
+            required_unless_present = "live",
+            conflicts_with = "live"
+        )]
         partitions: Vec<PathBuf>,
+        /// Read the offsets from the broker instead (`--kafka-bootstrap-servers`): every Kafka
+        /// trigger's topic, for its `consumerGroup` (or `--group`), as KEDA's poll would.
+        #[arg(long)]
+        live: bool,
+        /// With `--live`: the consumer group to read instead of each trigger's.
+        #[arg(long, requires = "live")]
+        group: Option<String>,
+        /// With `--live`: polls to take, `--poll-interval` apart (the scaler remembers
+        /// commits between polls for `excludePersistentLag`).
+        #[arg(long, default_value_t = 1, requires = "live")]
+        polls: usize,
+        /// Time between live polls.
+        #[arg(long, default_value = "15s", value_parser = docflow_config::parse_duration)]
+        poll_interval: std::time::Duration,
+        /// The broker, with `--live`.
+        #[command(flatten)]
+        kafka: docflow_config::KafkaArgs,
         /// Current replicas.
         #[arg(long)]
         replicas: u32,
@@ -44,11 +66,16 @@ fn parse_metric(s: &str) -> Result<(String, f64), String> {
     Ok((k.to_owned(), v))
 }
 
-pub(crate) fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
     let AutoscaleCommand::Explain {
         scaled_object,
         name,
         partitions,
+        live,
+        group,
+        polls,
+        poll_interval,
+        kafka,
         replicas,
         metrics,
     } = cmd;
@@ -61,17 +88,30 @@ pub(crate) fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
         "ScaledObject {}: minReplicaCount {}, maxReplicaCount {}",
         so.name, so.min_replica_count, so.max_replica_count
     );
-    for (i, file) in partitions.iter().enumerate() {
-        let offsets = offsets_from(file)?;
+    let rounds = if live { polls.max(1) } else { partitions.len() };
+    for i in 0..rounds {
+        let (offsets, source) = if live {
+            if i > 0 {
+                tokio::time::sleep(poll_interval).await;
+            }
+            (
+                live_offsets(&so, &kafka, group.as_deref()).await?,
+                format!("live from {}", kafka.bootstrap_servers),
+            )
+        } else {
+            let file = partitions.get(i).context("no offsets file for this poll")?;
+            (offsets_from(file)?, file.display().to_string())
+        };
         let e =
             explain(&so, &offsets, &metrics, current, &mut memory).map_err(anyhow::Error::msg)?;
-        if partitions.len() > 1 {
+        if rounds > 1 {
             println!(
-                "poll {} ({}), {}:",
+                "poll {} ({source}), {}:",
                 i + 1,
-                file.display(),
                 replica_count(u64::from(current))
             );
+        } else if live {
+            println!("{} now ({source})", replica_count(u64::from(current)));
         } else {
             println!("{} now", replica_count(u64::from(current)));
         }
@@ -90,6 +130,60 @@ pub(crate) fn run(cmd: AutoscaleCommand) -> anyhow::Result<()> {
         current = e.desired;
     }
     Ok(())
+}
+
+/// Each Kafka trigger's topic read from the broker for its group (or `group`): committed
+/// offsets and log ends, as KEDA's scaler reads them.
+async fn live_offsets(
+    so: &ScaledObject,
+    kafka: &docflow_config::KafkaArgs,
+    group: Option<&str>,
+) -> anyhow::Result<BTreeMap<String, Vec<PartitionOffsets>>> {
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for t in &so.triggers {
+        if let TriggerKind::Kafka(k) = &t.kind {
+            let topic = k.topic.clone().with_context(|| {
+                format!(
+                    "trigger {} has no topic (every topic its group committed on): give its offsets with --partitions",
+                    t.name
+                )
+            })?;
+            let group = group.unwrap_or(&k.consumer_group).to_owned();
+            if let Some((_, other)) = wanted.iter().find(|(t, g)| *t == topic && *g != group) {
+                bail!(
+                    "triggers read topic {topic} for groups {other} and {group}: explain them one at a time with --partitions"
+                );
+            }
+            wanted.push((topic, group));
+        }
+    }
+    let servers = kafka.bootstrap_servers.clone();
+    let kafka = kafka.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut out = BTreeMap::new();
+        for (topic, group) in wanted {
+            let c = docflow_replay::broker::client_as(&kafka, &group, "docflow-autoscale")?;
+            let ids = docflow_replay::broker::partitions(&c, &topic)?;
+            let committed = docflow_replay::broker::committed(&c, &topic, &ids)?;
+            let mut list = Vec::with_capacity(ids.len());
+            for (&partition, committed) in ids.iter().zip(committed) {
+                let (_, latest) = docflow_replay::broker::watermarks(&c, &topic, partition)?;
+                list.push(PartitionOffsets {
+                    partition,
+                    committed,
+                    latest,
+                });
+            }
+            out.insert(topic, list);
+        }
+        Ok::<_, docflow_replay::ReplayError>(out)
+    })
+    .await?
+    .with_context(|| {
+        format!(
+            "reading the triggers' offsets from broker {servers} (set by --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)"
+        )
+    })
 }
 
 fn offsets_from(path: &Path) -> anyhow::Result<BTreeMap<String, Vec<PartitionOffsets>>> {
@@ -223,11 +317,25 @@ fn rules(v: Option<&Value>, default: Rules) -> anyhow::Result<Rules> {
     })
 }
 
+/// The ScaledObject `name` names: its exact name, else the one of that service
+/// (`ocr-embeddings` for `docflow-ocr-embeddings`), else the only one whose name contains it
+/// (`ocr`).
 fn scaled_object_from(docs: &[Value], name: Option<&str>) -> anyhow::Result<ScaledObject> {
-    let candidates: Vec<&Value> = docs
-        .iter()
-        .filter(|d| id(d).0 == "ScaledObject" && name.is_none_or(|n| id(d).1 == n))
-        .collect();
+    let all: Vec<&Value> = docs.iter().filter(|d| id(d).0 == "ScaledObject").collect();
+    let matching = |test: &dyn Fn(&str) -> bool| -> Vec<&Value> {
+        all.iter().copied().filter(|d| test(&id(d).1)).collect()
+    };
+    let candidates: Vec<&Value> = match name {
+        None => all.clone(),
+        Some(n) => [
+            matching(&|s: &str| s == n),
+            matching(&|s: &str| s == format!("docflow-{n}")),
+            matching(&|s: &str| s.contains(n)),
+        ]
+        .into_iter()
+        .find(|c| !c.is_empty())
+        .unwrap_or_default(),
+    };
     let [so] = candidates[..] else {
         bail!(
             "{} ScaledObjects match: name one with --name ({})",
@@ -303,6 +411,12 @@ fn scaled_object_from(docs: &[Value], name: Option<&str>) -> anyhow::Result<Scal
                 (k.clone(), v)
             })
             .collect();
+        if kind == "apache-kafka" {
+            bail!(
+                "trigger {name}: type apache-kafka (KEDA's experimental kafka-go scaler, whose \
+                 metadata and lag rules differ) is not modelled; only type kafka is"
+            );
+        }
         let kind = if kind == "kafka" {
             TriggerKind::Kafka(
                 KafkaTrigger::from_metadata(&metadata, &env)

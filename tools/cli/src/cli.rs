@@ -153,7 +153,7 @@ impl Cli {
             Command::Simulate(args) => simulate::run_simulate(args),
             Command::Plan(args) => plan::run_plan(args),
             Command::Infra(cmd) => infra::run(cmd),
-            Command::Autoscale(cmd) => autoscale::run(cmd),
+            Command::Autoscale(cmd) => autoscale::run(cmd).await,
             Command::Calibrate(args) => calibrate::run_calibrate(args).await,
             Command::Replay(command) => docflow_replay::run(*command).await,
         }

@@ -125,9 +125,10 @@ async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<Grou
             tracker.observe(group, at, live, &partitions);
         }
     }
+    // Its own samples are the whole window: nothing to warm up.
     let rules = Rules {
         allowed_lag: args.allowed_lag,
-        minimum_complete: 0.0,
+        ..Rules::default()
     };
     let now = now_ms();
     Ok(groups
@@ -152,10 +153,13 @@ async fn from_ingest(
         .await
         .with_context(|| format!("reaching ingest at {endpoint} (--ingest, DOCFLOW_INGEST_URL)"))?;
     let status = resp.status();
-    let body: serde_json::Value = resp.json().await.context("reading ingest's answer")?;
+    let text = resp.text().await.context("reading ingest's answer")?;
     if !status.is_success() {
-        anyhow::bail!("ingest answered {status}: {}", body["error"]);
+        let head: String = text.chars().take(200).collect();
+        anyhow::bail!("ingest at {endpoint} answered {status}: {head}");
     }
+    let body: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("ingest at {endpoint} answered what is not JSON"))?;
     let watched = body["groups"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
     for g in groups {

@@ -523,20 +523,49 @@ fn infra_is_generated_validated_and_explained() {
     assert!(text.contains("lag 1200 over 12 partitions"), "{text}");
     assert!(text.contains("metric 60 (capped"), "{text}");
     assert!(text.contains("desired replicas: 12"), "{text}");
-    // Without the rate trigger's metric it says what is missing.
+    // Without the rate trigger's metric it says what is missing; `--name ocr` is the
+    // ScaledObject of that service.
     let (ok, _, err) = run(&[
         "autoscale",
         "explain",
         "--scaled-object",
         prod.to_str().unwrap(),
         "--name",
-        "docflow-ocr-embeddings",
+        "ocr",
         "--partitions",
         offsets.to_str().unwrap(),
         "--replicas",
         "9",
     ]);
     assert!(!ok && err.contains("--metric upload-rate="), "{err}");
+    // A commit past the log end (a negative lag) counts as 0, and says so.
+    let ahead = dir.path().join("ahead.json");
+    std::fs::write(
+        &ahead,
+        r#"{"doc.uploaded": [{"partition": 0, "committed": 120, "latest": 100}]}"#,
+    )
+    .unwrap();
+    let (ok, text, err) = run(&[
+        "autoscale",
+        "explain",
+        "--scaled-object",
+        prod.to_str().unwrap(),
+        "--name",
+        "thumbnails",
+        "--partitions",
+        ahead.to_str().unwrap(),
+        "--replicas",
+        "1",
+        "--metric",
+        "upload-rate=1",
+    ]);
+    assert!(ok, "{text}{err}");
+    assert!(
+        text.contains("metric 0 (a negative lag counts as 0)"),
+        "{text}"
+    );
+    assert!(!text.contains("spread the partitions"), "{text}");
+    assert!(text.contains("1 replica now"), "{text}");
     // KEDA's own refusal of a bad trigger.
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
@@ -558,6 +587,89 @@ fn infra_is_generated_validated_and_explained() {
         !ok && err.contains("\"lagThreshold\" must be positive number"),
         "{err}"
     );
+}
+
+/// `docflow autoscale explain --live` reads every Kafka trigger's topic from the broker for
+/// its group — the analytics rollup's two topics without a hand-written offsets file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscale_explain_reads_the_triggers_offsets_live() {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+    let stack = docflow_stack::Stack::builder().start().await.unwrap();
+    let uploaded = stack.topic("live-uploaded", 2).await.unwrap();
+    let processed = stack.topic("live-processed", 1).await.unwrap();
+    let producer: FutureProducer = stack.kafka().client_config("p").create().unwrap();
+    for (topic, partition, n) in [(&uploaded, 0, 30), (&uploaded, 1, 10), (&processed, 0, 25)] {
+        for _ in 0..n {
+            producer
+                .send(
+                    FutureRecord::to(topic)
+                        .partition(partition)
+                        .key("k")
+                        .payload("v"),
+                    std::time::Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let group = docflow_stack::unique_name("rollup");
+    let c: BaseConsumer = stack
+        .kafka()
+        .client_config("setup")
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&uploaded, 0, Offset::Offset(20))
+        .unwrap();
+    tpl.add_partition_offset(&uploaded, 1, Offset::Offset(10))
+        .unwrap();
+    tpl.add_partition_offset(&processed, 0, Offset::Offset(5))
+        .unwrap();
+    c.commit(&tpl, CommitMode::Sync).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("so.yaml");
+    std::fs::write(
+        &so,
+        format!(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {{name: docflow-analytics-rollup}}\nspec:\n  scaleTargetRef: {{name: docflow-analytics-rollup}}\n  maxReplicaCount: 4\n  triggers:\n    - type: kafka\n      name: lag-doc-uploaded\n      metadata: {{bootstrapServers: 'b:9092', consumerGroup: {group}, topic: {uploaded}, lagThreshold: '5'}}\n    - type: kafka\n      name: lag-doc-processed\n      metadata: {{bootstrapServers: 'b:9092', consumerGroup: {group}, topic: {processed}, lagThreshold: '5'}}\n"
+        ),
+    )
+    .unwrap();
+    let out = docflow()
+        .args([
+            "autoscale",
+            "explain",
+            "--scaled-object",
+            so.to_str().unwrap(),
+        ])
+        .args(["--name", "analytics-rollup", "--live", "--replicas", "1"])
+        .args([
+            "--kafka-bootstrap-servers",
+            &stack.broker.bootstrap_servers(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("(live from"), "{text}");
+    // doc.uploaded: 10 + 0 behind over 2 partitions; doc.processed: 20 behind on 1.
+    assert!(
+        text.contains("trigger lag-doc-uploaded: lag 10 over 2 partitions"),
+        "{text}"
+    );
+    assert!(
+        text.contains("trigger lag-doc-processed: lag 20 over 1 partition ("),
+        "{text}"
+    );
+    stack.stop().await.unwrap();
 }
 
 /// `docflow analytics` outside a stack: one line naming the database it tried and how to

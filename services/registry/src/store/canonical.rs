@@ -436,11 +436,17 @@ impl<'a> Parser<'a> {
 }
 
 /// The custom properties of `node`, in the order `node` holds them.
+/// The custom properties of `node`, sorted by key: whatever order the parsed map keeps
+/// (serde_json's `preserve_order`, a feature any crate of the build may turn on), the
+/// forms, and so the fingerprints, stay the same.
 fn props(node: &Map<String, Value>, reserved: Reserved) -> Props {
-    node.iter()
+    let mut out: Props = node
+        .iter()
         .filter(|(k, _)| !reserved.contains(k))
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// The `aliases` of `node` without duplicates, in the order written.

@@ -8,6 +8,7 @@ use docflow_stack::EmbeddedRegistry;
 use docflow_store::scratch::ScratchDb;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 use crate::support::{Harness, assert_error};
 
@@ -174,9 +175,15 @@ async fn fingerprints_of_the_rule_before_are_recomputed_at_start() {
         let b = id_of(&h, "b", &json!({"type": "long"})).await;
         let Harness { registry, db, http } = h;
         registry.stop().await;
-        // As the rule before stored them: {"type":"long"} and "long" were two schemas.
+        // As the rule before stored them (sha256 of the sorted JSON): {"type":"long"} and
+        // "long" were two schemas, and the bare "long"'s old fingerprint is its canonical
+        // one.
+        let old = |text: &str| hex::encode(sha2::Sha256::digest(text.as_bytes()));
         let pool = docflow_store::connect(&db.url, 2).await.unwrap();
-        for (id, fingerprint) in [(a, "old-a"), (b, "old-b")] {
+        for (id, fingerprint) in [
+            (a, old(r#"{"type":"string"}"#)),
+            (b, old(r#"{"type":"long"}"#)),
+        ] {
             sqlx::query(
                 "UPDATE sr_schemas SET fingerprint = $1, identity = 'json-sorted' WHERE id = $2",
             )
@@ -188,9 +195,10 @@ async fn fingerprints_of_the_rule_before_are_recomputed_at_start() {
         }
         sqlx::query(
             "INSERT INTO sr_schemas (id, fingerprint, schema_type, schema_text, references_json, identity) \
-             VALUES ($1, 'old-c', 'AVRO', '\"long\"', '[]', 'json-sorted')",
+             VALUES ($1, $2, 'AVRO', '\"long\"', '[]', 'json-sorted')",
         )
         .bind(b + 1)
+        .bind(old(r#""long""#))
         .execute(&pool)
         .await
         .unwrap();

@@ -525,6 +525,14 @@ async fn the_console_shows_lag_dead_letters_and_jobs_in_a_browser() {
     .await;
     b.type_into("#job-query", &format!("{}\u{E007}", &first_id[..12]))
         .await;
+    b.wait_for(
+        "the first job found by its document id's start",
+        &format!(
+            "const rows = document.querySelectorAll('tr.job'); \
+             return rows.length === 1 && rows[0].dataset.job === '{first_id}'"
+        ),
+    )
+    .await;
 
     // A job's page: its stages and its thumbnail, loaded with the admin token.
     b.click_now(&format!("tr.job[data-job='{first_id}'] a[href^='#/job/']"))
