@@ -60,6 +60,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 	$(CARGO) run --release --quiet -p docflow-bench --bin embed-bench -- fairness --out bench/results/fairness.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --out bench/results/ocr-pages.md \
 		--csv .run/ocr-pages.csv $(if $(RAPIDOCR_PYTHON),--rapidocr-python $(RAPIDOCR_PYTHON))
+	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --orientation-only \
+		--out bench/results/ocr-orientation.md
 	$(if $(RAPIDOCR_PYTHON),$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --cost-only \
 		--out bench/results/ocr-cost.md --rapidocr-python $(RAPIDOCR_PYTHON))
 

@@ -9,9 +9,9 @@
 //!    [`geometry`] (threshold → components → minimum-area rotated rectangles → unclip →
 //!    boxes, at most [`geometry::MAX_BOXES`], the rest counted);
 //! 3. **orientation**: boxes much taller than wide outweighing the wide ones mean a page on
-//!    its side; the longest lines, cut as recognition cuts them, vote 0 or 180 degrees with
-//!    the PP-OCR line classifier; a turned page is turned back and detected again (one line's
-//!    verdict is unreliable — why RapidOCR leaves the classifier off — a page's vote is not);
+//!    its side; the longest lines, recognised as cut and half a turn round, say whether it is
+//!    upside down (the more confident reading wins; the PP-OCR line classifier votes where
+//!    the lines are too short to read); a turned page is turned back and detected again;
 //! 4. the boxes in reading order ([`geometry::reading_order`]);
 //! 5. each box is **cropped** with a perspective warp to an upright strip and **recognised**
 //!    in batches of strips of similar width at height 48, a batch at a time (at most
