@@ -22,6 +22,8 @@ const CLS_FLIP: f32 = 0.5;
 const REC_VOTE: usize = 6;
 /// Characters each reading of the vote needs for its confidence to count.
 const REC_VOTE_CHARS: usize = 12;
+/// Widest strip (width : height) the vote prefers: 30 heights hold 40–60 characters.
+const REC_VOTE_RATIO: usize = 30;
 
 impl Ocr {
     /// Degrees clockwise `image` turns to read upright (0, 90, 180 or 270), from its text
@@ -61,7 +63,23 @@ impl Ocr {
         sized.retain(|&(_, tall, _)| tall == sideways);
         sized.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
         sized.truncate(CLS_SAMPLE);
-        let lines: Vec<usize> = sized.iter().take(REC_VOTE).map(|&(_, _, i)| i).collect();
+        // The longest lines up to REC_VOTE_RATIO (recognition's cost grows with a strip's
+        // width: a form's page-wide rules and lines would make the vote dear), then, if too
+        // few, the longest of the rest.
+        let short_enough = |&&(_, _, i): &&(usize, bool, usize)| {
+            let (w, h) = geometry::strip_size(&boxes[i].quad);
+            w <= h.max(1) * REC_VOTE_RATIO
+        };
+        let mut lines: Vec<usize> = sized
+            .iter()
+            .filter(short_enough)
+            .take(REC_VOTE)
+            .map(|&(_, _, i)| i)
+            .collect();
+        if lines.len() < REC_VOTE {
+            let rest = sized.iter().filter(|l| !short_enough(l)).map(|&(_, _, i)| i);
+            lines.extend(rest.take(REC_VOTE - lines.len()));
+        }
         let flip = match self.read_both_ways(image, boxes, &lines)? {
             Some((as_cut, turned)) => turned > as_cut,
             None => self.upside_down_by_classifier(image, boxes, &sized)? > CLS_FLIP,
