@@ -77,7 +77,10 @@ impl Ocr {
             .map(|&(_, _, i)| i)
             .collect();
         if lines.len() < REC_VOTE {
-            let rest = sized.iter().filter(|l| !short_enough(l)).map(|&(_, _, i)| i);
+            let rest = sized
+                .iter()
+                .filter(|l| !short_enough(l))
+                .map(|&(_, _, i)| i);
             lines.extend(rest.take(REC_VOTE - lines.len()));
         }
         let flip = match self.read_both_ways(image, boxes, &lines)? {
