@@ -583,7 +583,7 @@ async fn orientation_only(exe: &Path, samples: &[Sample], out: &Path) -> anyhow:
         "Machine: 2 cores; CPU only; the release docflow-ocr-embeddings worker at the stage's defaults; onnxruntime 1.32.0; PP-OCRv6 small det + rec and the PP-OCR mobile v2.0 line classifier (rapidocr 3.10.0's).  \nDate: {}\n\n",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now())
     ));
-    md.push_str("The pages: those of `ocr-pages.md`'s soak (real PDFs rendered at 150/200/300 dpi with noise and a 0.5° skew) that were turned 90°, 180° or 270°, and the upright page before each. A page is right when the reader turns it back upright. Orientation: the side-or-not test on the boxes' shapes, then the longest 6 lines recognised as cut and half a turn round (the more confident reading wins; the line classifier only where they hold under 12 characters); its time includes the turned page's second detection.\n\n");
+    md.push_str("The pages: those of `ocr-pages.md`'s soak (real PDFs rendered at 150/200/300 dpi with noise and a 0.5° skew) that were turned 90°, 180° or 270°, and the upright page before each. A page is right when the reader turns it back upright. Orientation: the side-or-not test on the boxes' shapes, then the 3 longest lines up to 30 heights wide recognised as cut and half a turn round (the more confident reading wins; the line classifier only where they hold under 12 characters); its time includes the turned page's second detection.\n\n");
     md.push_str("| turned | pages | right | words found | orientation, mean | page, mean |\n|---|---|---|---|---|---|\n");
     for (turn, e) in &by_turn {
         md.push_str(&format!(

@@ -19,7 +19,7 @@ const CLS_SAMPLE: usize = 16;
 /// (when the recognition vote cannot tell).
 const CLS_FLIP: f32 = 0.5;
 /// Lines (the longest of the sample) recognised both ways round for the page's vote.
-const REC_VOTE: usize = 6;
+const REC_VOTE: usize = 3;
 /// Characters each reading of the vote needs for its confidence to count.
 const REC_VOTE_CHARS: usize = 12;
 /// Widest strip (width : height) the vote prefers: 30 heights hold 40–60 characters.
