@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How groups are sampled and judged: flattened into ingest (its console's sampler) and
 /// `docflow status`.
@@ -67,7 +67,7 @@ impl HealthArgs {
 }
 
 /// A verdict, from good to bad (Burrow's numbers: what `docflow_consumer_status` exports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Status {
     /// The group is unknown: never committed, no members.
     #[serde(rename = "NOTFOUND")]
@@ -119,7 +119,7 @@ impl fmt::Display for Status {
 }
 
 /// One commit in a partition's window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
     /// The committed offset.
     pub offset: i64,
@@ -153,7 +153,7 @@ impl Default for Rules {
 }
 
 /// One partition's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartitionVerdict {
     /// The partition.
     pub partition: i32,
@@ -172,7 +172,7 @@ pub struct PartitionVerdict {
 }
 
 /// A group's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupVerdict {
     /// The group.
     pub group: String,
@@ -549,12 +549,23 @@ impl Tracker {
 }
 
 /// One sample of `group` on `topic`, read from the broker (blocking): whether the group has
-/// members, and each partition's committed offset and log end.
+/// members, and each partition's offsets ([`offsets`]).
 pub fn read(
     c: &rdkafka::consumer::BaseConsumer,
     topic: &str,
     group: &str,
 ) -> Result<(bool, Vec<Observation>), crate::ReplayError> {
+    let out = offsets(c, topic)?;
+    let live = !crate::broker::members(c, group)?.is_empty();
+    Ok((live, out))
+}
+
+/// Each partition of `topic`: the client's group's committed offset, log start and end
+/// (blocking).
+pub fn offsets(
+    c: &rdkafka::consumer::BaseConsumer,
+    topic: &str,
+) -> Result<Vec<Observation>, crate::ReplayError> {
     let ids = crate::broker::partitions(c, topic)?;
     let committed = crate::broker::committed(c, topic, &ids)?;
     let mut out = Vec::with_capacity(ids.len());
@@ -567,8 +578,7 @@ pub fn read(
             log_end,
         });
     }
-    let live = !crate::broker::members(c, group)?.is_empty();
-    Ok((live, out))
+    Ok(out)
 }
 
 fn push<T>(ring: &mut VecDeque<T>, value: T, capacity: usize) {

@@ -257,6 +257,21 @@ fn replay_error(e: docflow_replay::ReplayError) -> ApiError {
     }
 }
 
+/// The group's redrive lock, taken, or 409 while a redrive of it runs (`then`: what the
+/// caller may do instead).
+fn redrive_slot(
+    state: &AppState,
+    group: &str,
+    then: &str,
+) -> Result<tokio::sync::OwnedMutexGuard<()>, ApiError> {
+    let lock = state
+        .console
+        .redrive_lock(group)
+        .ok_or_else(|| ApiError::UnknownGroup(group.to_owned()))?;
+    lock.try_lock_owned()
+        .map_err(|_| ApiError::Conflict(format!("a redrive of group {group} is running; {then}")))
+}
+
 /// Largest redrive request body.
 const MAX_REDRIVE_BODY: usize = 4096;
 
@@ -360,15 +375,7 @@ async fn discard(
     }
     // Not while a redrive of the group runs: it could send back the dead letter this
     // records as discarded.
-    let lock = state
-        .console
-        .redrive_lock(&group)
-        .ok_or_else(|| ApiError::UnknownGroup(group.clone()))?;
-    let _running = lock.try_lock_owned().map_err(|_| {
-        ApiError::Conflict(format!(
-            "a redrive of group {group} is running; discard when it ends"
-        ))
-    })?;
+    let _running = redrive_slot(&state, &group, "discard when it ends")?;
     let app = state.clone();
     let g = group.clone();
     let topic = blocking(move || app.console.dead_letter_topic_with(&g, partition, offset))
@@ -453,15 +460,7 @@ async fn redrive(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::BadRequest(format!("invalid redrive request: {e}")))?
     };
-    let lock = state
-        .console
-        .redrive_lock(&group)
-        .ok_or_else(|| ApiError::UnknownGroup(group.clone()))?;
-    let running = lock.try_lock_owned().map_err(|_| {
-        ApiError::Conflict(format!(
-            "a redrive of group {group} is running; try again when it ends"
-        ))
-    })?;
+    let running = redrive_slot(&state, &group, "try again when it ends")?;
     let args = docflow_replay::DlqArgs {
         group: group.clone(),
         topic: state.console.topic.clone(),

@@ -163,17 +163,14 @@ async fn live_offsets(
         let mut out = BTreeMap::new();
         for (topic, group) in wanted {
             let c = docflow_replay::broker::client_as(&kafka, &group, "docflow-autoscale")?;
-            let ids = docflow_replay::broker::partitions(&c, &topic)?;
-            let committed = docflow_replay::broker::committed(&c, &topic, &ids)?;
-            let mut list = Vec::with_capacity(ids.len());
-            for (&partition, committed) in ids.iter().zip(committed) {
-                let (_, latest) = docflow_replay::broker::watermarks(&c, &topic, partition)?;
-                list.push(PartitionOffsets {
-                    partition,
-                    committed,
-                    latest,
-                });
-            }
+            let list = docflow_replay::health::offsets(&c, &topic)?
+                .into_iter()
+                .map(|o| PartitionOffsets {
+                    partition: o.partition,
+                    committed: o.committed,
+                    latest: o.log_end,
+                })
+                .collect();
             out.insert(topic, list);
         }
         Ok::<_, docflow_replay::ReplayError>(out)

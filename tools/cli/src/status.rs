@@ -168,63 +168,12 @@ async fn from_ingest(
             .find(|w| w["group"] == g.as_str())
             .with_context(|| format!("ingest does not watch group {g} (its --console-group)"))?;
         out.push(
-            verdict_from_json(&entry["health"]).with_context(|| {
+            serde_json::from_value(entry["health"].clone()).with_context(|| {
                 format!("ingest's verdict of {g} is not one this docflow reads")
             })?,
         );
     }
     Ok(out)
-}
-
-/// A [`GroupVerdict`] as ingest serialised it.
-fn verdict_from_json(v: &serde_json::Value) -> Option<GroupVerdict> {
-    let status = |v: &serde_json::Value| -> Option<Status> {
-        Some(match v.as_str()? {
-            "NOTFOUND" => Status::NotFound,
-            "OK" => Status::Ok,
-            "WARN" => Status::Warn,
-            "ERR" => Status::Err,
-            "STOP" => Status::Stop,
-            "STALL" => Status::Stall,
-            "REWIND" => Status::Rewind,
-            _ => return None,
-        })
-    };
-    let sample = |v: &serde_json::Value| -> Option<health::Sample> {
-        Some(health::Sample {
-            offset: v["offset"].as_i64()?,
-            at_ms: v["at_ms"].as_i64()?,
-            lag: v["lag"].as_u64(),
-        })
-    };
-    #[allow(clippy::cast_possible_truncation)]
-    let partitions = v["partitions"]
-        .as_array()?
-        .iter()
-        .map(|p| {
-            Some(health::PartitionVerdict {
-                partition: i32::try_from(p["partition"].as_i64()?).ok()?,
-                status: status(&p["status"])?,
-                reason: p["reason"].as_str()?.to_owned(),
-                complete: p["complete"].as_f64()? as f32,
-                start: sample(&p["start"]),
-                end: sample(&p["end"]),
-                current_lag: p["current_lag"].as_u64()?,
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    #[allow(clippy::cast_possible_truncation)]
-    Some(GroupVerdict {
-        group: v["group"].as_str()?.to_owned(),
-        status: status(&v["status"])?,
-        reason: v["reason"].as_str()?.to_owned(),
-        complete: v["complete"].as_f64()? as f32,
-        total_lag: v["total_lag"].as_u64()?,
-        max_lag_partition: v["max_lag_partition"]
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok()),
-        partitions,
-    })
 }
 
 /// A line per group, then its partitions (those not OK unless `all`).
@@ -271,7 +220,10 @@ mod tests {
         let v = t.verdict("g", 2000, Rules::default());
         assert_eq!(v.partitions[0].status, Status::Stall);
         let json = serde_json::to_value(&v).unwrap();
-        assert_eq!(verdict_from_json(&json), Some(v.clone()));
+        assert_eq!(
+            serde_json::from_value::<GroupVerdict>(json).ok(),
+            Some(v.clone())
+        );
         let printed = text(&[v], false);
         assert!(printed.starts_with("g "), "{printed}");
         assert!(printed.contains("partition 0    STALL"), "{printed}");
