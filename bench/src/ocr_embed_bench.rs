@@ -110,6 +110,7 @@ fn extractor(threads: usize) -> anyhow::Result<Extractor> {
         runtime: tools.join("lib/libonnxruntime.so"),
         threads,
         max_side: 2000,
+        det_strip_pixels: docflow_ocr_embeddings::ocr::DET_STRIP_PIXELS,
         min_confidence: 0.5,
         orientation: true,
         device: docflow_ocr_embeddings::ocr::OcrDevice::Cpu,

@@ -65,6 +65,11 @@ struct Args {
     /// (with --rapidocr-python): writes that report to --out.
     #[arg(long)]
     cost_only: bool,
+    /// Only memory: the dense pages and the page-size table read with the detector in strips
+    /// (the stage's default `--ocr-det-strip-pixels`) and on whole pages, words and peak
+    /// memory side by side; the report to --out.
+    #[arg(long)]
+    memory_only: bool,
 }
 
 /// A page to read.
@@ -252,11 +257,22 @@ fn pool_of(exe: &Path, bounded: bool) -> anyhow::Result<WorkerPool> {
 
 /// `threads`: onnxruntime threads a worker (0: one a core); `None`: the stage's default.
 fn pool_with(exe: &Path, bounded: bool, threads: Option<usize>) -> anyhow::Result<WorkerPool> {
+    pool_tuned(exe, bounded, |config| {
+        if let Some(t) = threads {
+            config.read.ocr_threads = t;
+        }
+    })
+}
+
+/// A pool of the stage's configuration as `tune` changes it.
+fn pool_tuned(
+    exe: &Path,
+    bounded: bool,
+    tune: impl FnOnce(&mut docflow_ocr_embeddings::Config),
+) -> anyhow::Result<WorkerPool> {
     let tools = workspace_root().join(".tools");
     let mut config = docflow_ocr_embeddings::Config::with_tools(&tools)?;
-    if let Some(t) = threads {
-        config.read.ocr_threads = t;
-    }
+    tune(&mut config);
     let mut isolation = IsolationArgs {
         worker_exe: Some(exe.to_path_buf()),
         ..config.isolation.clone()
@@ -524,6 +540,149 @@ async fn cost_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Re
     Ok(())
 }
 
+/// The page sizes of the memory tables (each a dense synthetic page in a fresh worker).
+const PAGE_SIZES: [(u32, u32); 6] = [
+    (1000, 1000),
+    (2000, 2000),
+    (2480, 3508),
+    (3000, 3000),
+    (4000, 4000),
+    (6000, 6000),
+];
+
+/// One page read with one detector setting.
+#[derive(Clone)]
+struct MemoryRow {
+    accuracy: f64,
+    recall: f64,
+    cpu_ms: f64,
+    peak: u64,
+    text: String,
+}
+
+/// The dense pages and the page sizes read with the detector in strips and on whole pages:
+/// words, time and peak memory side by side; the report to `args.out`.
+async fn memory_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Result<()> {
+    let dense: Vec<&Sample> = first_pass
+        .iter()
+        .filter(|s| s.truth.len() >= 300 && s.turned == 0)
+        .collect();
+    anyhow::ensure!(!dense.is_empty(), "no dense page");
+    let strip = docflow_ocr_embeddings::ocr::DET_STRIP_PIXELS;
+    let settings = [(strip, "strips"), (0usize, "whole page")];
+    let pool_for = |pixels: usize| pool_tuned(exe, false, |c| c.read.ocr_det_strip_pixels = pixels);
+    let mut ours: Vec<Vec<MemoryRow>> = vec![Vec::new(); settings.len()];
+    let mut pools = Vec::new();
+    for (pixels, _) in settings {
+        let p = pool_for(pixels)?;
+        let (warm, _) = read(&p, &dense_page(800, 1000)?).await;
+        warm.map_err(anyhow::Error::msg)?;
+        pools.push(p);
+    }
+    for s in &dense {
+        for (k, p) in pools.iter().enumerate() {
+            let (answer, ms) = read(p, &s.png).await;
+            let x = answer.map_err(anyhow::Error::msg)?;
+            let text = text_of(&x);
+            let (accuracy, recall) = score(&words(&text), &s.truth);
+            let cpu = x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0;
+            let peak = x.memory.unwrap_or_default().peak_rss_bytes;
+            println!(
+                "{} ({} dpi) {}: {ms:.0} ms, {cpu:.0} CPU ms, peak {:.0} MiB, in order {:.1} %, found {:.1} %",
+                s.name,
+                s.dpi,
+                settings[k].1,
+                peak as f64 / MIB,
+                accuracy * 100.0,
+                recall * 100.0
+            );
+            ours[k].push(MemoryRow {
+                accuracy,
+                recall,
+                cpu_ms: cpu,
+                peak,
+                text,
+            });
+        }
+    }
+    drop(pools);
+    let mut sizes: Vec<Vec<(u64, f64)>> = vec![Vec::new(); settings.len()];
+    for (w, h) in PAGE_SIZES {
+        let page = dense_page(w, h)?;
+        for (k, (pixels, label)) in settings.iter().enumerate() {
+            // A fresh worker, warmed by a small page first: onnxruntime's first run
+            // allocates once for good (what every later page of the worker finds in place).
+            let fresh = pool_for(*pixels)?;
+            let (warm, _) = read(&fresh, &dense_page(800, 1000)?).await;
+            warm.map_err(anyhow::Error::msg)?;
+            let (answer, _) = read(&fresh, &page).await;
+            let x = answer.map_err(anyhow::Error::msg)?;
+            let peak = x.memory.unwrap_or_default().peak_rss_bytes;
+            let cpu = x.cpu_seconds.unwrap_or(f64::NAN) * 1000.0;
+            println!(
+                "{w} x {h} {label}: peak {:.0} MiB, {cpu:.0} CPU ms",
+                peak as f64 / MIB
+            );
+            sizes[k].push((peak, cpu));
+        }
+    }
+    let mut md = docflow_bench::report_head(
+        "OCR memory: the detector in strips against whole pages",
+        "ocr-pages-bench",
+        "CPU only; one page-reading worker per setting (the release docflow-ocr-embeddings, the stage's defaults but for `--ocr-det-strip-pixels`), one page at a time, warm; the page-size table a fresh worker per page",
+    );
+    let same = ours[0]
+        .iter()
+        .zip(&ours[1])
+        .filter(|(a, b)| a.text == b.text)
+        .count();
+    md.push_str(&format!(
+        "Strips: `--ocr-det-strip-pixels {strip}` (the default), runs of at most that many pixels of the detector's input, each reading {} rows of context beyond the rows it keeps; whole page: `--ocr-det-strip-pixels 0`. The pages: the {} upright pages of 300+ reference words of `ocr-pages-bench`'s first pass (as in `ocr-cost.md`). **Peak**: the page's own peak RSS (VmHWM, reset before each page). Same text: pages whose text came out identical either way.\n\n## Dense real pages\n\n| detector | in order | found | CPU | largest peak | mean peak | same text |\n|---|---|---|---|---|---|---|\n",
+        docflow_ocr_embeddings::ocr::DET_STRIP_MARGIN,
+        dense.len()
+    ));
+    for (k, (_, label)) in settings.iter().enumerate() {
+        let v = &ours[k];
+        md.push_str(&format!(
+            "| {label} | {:.1} % | {:.1} % | {:.1} s | {:.0} MiB | {:.0} MiB | {same} of {} |\n",
+            mean(v.iter().map(|r| r.accuracy)) * 100.0,
+            mean(v.iter().map(|r| r.recall)) * 100.0,
+            v.iter().map(|r| r.cpu_ms).sum::<f64>() / 1000.0,
+            v.iter().map(|r| r.peak).max().unwrap_or(0) as f64 / MIB,
+            mean(v.iter().map(|r| r.peak as f64)) / MIB,
+            dense.len()
+        ));
+    }
+    md.push_str("\n## Peak memory by page size (a dense synthetic page of 58 lines, noisy; a fresh worker each, warmed by an 800 x 1000 page first)\n\n| image | peak, strips | peak, whole page | CPU, strips | CPU, whole page |\n|---|---|---|---|---|\n");
+    for (i, (w, h)) in PAGE_SIZES.iter().enumerate() {
+        md.push_str(&format!(
+            "| {w} x {h} | {:.0} MiB | {:.0} MiB | {:.0} ms | {:.0} ms |\n",
+            sizes[0][i].0 as f64 / MIB,
+            sizes[1][i].0 as f64 / MIB,
+            sizes[0][i].1,
+            sizes[1][i].1
+        ));
+    }
+    md.push_str("\n## Per page\n\n| page | words | found, strips | found, whole | CPU ms, strips | CPU ms, whole | peak, strips | peak, whole |\n|---|---|---|---|---|---|---|---|\n");
+    for (i, s) in dense.iter().enumerate() {
+        let (a, b) = (&ours[0][i], &ours[1][i]);
+        md.push_str(&format!(
+            "| {} ({} dpi) | {} | {:.1} % | {:.1} % | {:.0} | {:.0} | {:.0} MiB | {:.0} MiB |\n",
+            s.name,
+            s.dpi,
+            s.truth.len(),
+            a.recall * 100.0,
+            b.recall * 100.0,
+            a.cpu_ms,
+            b.cpu_ms,
+            a.peak as f64 / MIB,
+            b.peak as f64 / MIB
+        ));
+    }
+    docflow_bench::write_report(&args.out, &md)?;
+    Ok(())
+}
+
 /// The turned pages and the upright page before each through one worker: the turn found,
 /// the words read and the time orientation took, per page; the report to `out`.
 async fn orientation_only(exe: &Path, samples: &[Sample], out: &Path) -> anyhow::Result<()> {
@@ -620,6 +779,9 @@ async fn main() -> anyhow::Result<()> {
         .min(samples.len());
     if args.orientation_only {
         return orientation_only(&exe, &samples, &args.out).await;
+    }
+    if args.memory_only {
+        return memory_only(&args, &exe, &samples[..distinct]).await;
     }
 
     // 0. Reading order on pages whose order is known: columns, a table, a form, built
@@ -754,14 +916,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. Peak memory by page size, each in a fresh worker.
     let mut sizes = Vec::new();
-    for (w, h) in [
-        (1000, 1000),
-        (2000, 2000),
-        (2480, 3508),
-        (3000, 3000),
-        (4000, 4000),
-        (6000, 6000),
-    ] {
+    for (w, h) in PAGE_SIZES {
         let page = dense_page(w, h)?;
         let fresh = pool(&exe)?;
         let (answer, ms) = read(&fresh, &page).await;

@@ -129,6 +129,12 @@ pub struct ReadArgs {
     #[arg(long, env = "DOCFLOW_OCR_MAX_SIDE", default_value_t = 2000)]
     pub ocr_max_side: u32,
 
+    /// Most pixels of the text detector's input in one run (0: a whole page at once); a
+    /// larger page is detected in strips of rows, each with 64 rows of context either side,
+    /// which bounds a worker's peak memory at a few percent more detection time.
+    #[arg(long, env = "DOCFLOW_OCR_DET_STRIP_PIXELS", default_value_t = ocr::DET_STRIP_PIXELS)]
+    pub ocr_det_strip_pixels: usize,
+
     /// OCR lines under this mean character confidence are dropped.
     #[arg(long, env = "DOCFLOW_OCR_MIN_CONFIDENCE", default_value_t = 0.5)]
     pub ocr_min_confidence: f32,
@@ -319,6 +325,7 @@ impl Isolated for ReadWorker {
             runtime: read.onnxruntime_lib.clone(),
             threads: read.ocr_threads,
             max_side: read.ocr_max_side,
+            det_strip_pixels: read.ocr_det_strip_pixels,
             min_confidence: read.ocr_min_confidence,
             orientation: read.ocr_orientation,
             device: ocr::OcrDevice::parse(&read.ocr_device).unwrap_or_default(),

@@ -73,26 +73,41 @@ impl Ocr {
         let ((rw, rh), (dw, dh)) = (input.resized, input.padded);
         let resized = imageops::resize(image, rw, rh, FilterType::Triangle);
         // Padding is white (1.0 after normalisation), as paper around the page.
-        let data = chw_bgr(&resized, dw as usize, dh as usize, 1.0);
-        let tensor =
-            Tensor::from_array(([1usize, 3, dh as usize, dw as usize], data)).map_err(rt)?;
+        let mut data = chw_bgr(&resized, dw as usize, dh as usize, 1.0);
         timings.prepare_ms += ms(clock);
         let clock = Instant::now();
+        // The detector runs on the whole input, or on strips of its rows when it is larger
+        // than --ocr-det-strip-pixels (each strip's map kept away from its cut edges).
         // RapidOCR dilates the binary map with a 2x2 kernel before finding regions; a 2x2
         // maximum filter of the probabilities has the same effect on the threshold. Only
         // the image's part of the map is kept (not the padding).
         let (rw, rh) = (rw as usize, rh as usize);
-        let dilated = run_first(
-            &mut self.det,
-            tensor,
-            "detection",
-            |dims, data| match dims {
-                [_, _, mh, mw] if *mh as u32 == dh && *mw as u32 == dw => {
-                    Some(dilate2x2(data, *mw as usize, *mh as usize, rw, rh))
+        let (dw, dh) = (dw as usize, dh as usize);
+        let mut map = vec![0f32; dw * dh];
+        for strip in strips(dw, dh, self.config.det_strip_pixels) {
+            let (a, b) = (strip.input.start, strip.input.end);
+            let input = if (a, b) == (0, dh) {
+                std::mem::take(&mut data)
+            } else {
+                // The strip's rows of each channel plane.
+                let mut rows = Vec::with_capacity(3 * (b - a) * dw);
+                for c in 0..3 {
+                    rows.extend_from_slice(&data[c * dw * dh + a * dw..c * dw * dh + b * dw]);
+                }
+                rows
+            };
+            let tensor = Tensor::from_array(([1usize, 3, b - a, dw], input)).map_err(rt)?;
+            let keep = strip.keep.clone();
+            run_first(&mut self.det, tensor, "detection", |dims, out| match dims {
+                [_, _, mh, mw] if *mh as usize == b - a && *mw as usize == dw => {
+                    map[keep.start * dw..keep.end * dw]
+                        .copy_from_slice(&out[(keep.start - a) * dw..(keep.end - a) * dw]);
+                    Some(())
                 }
                 _ => None,
-            },
-        )?;
+            })?;
+        }
+        let dilated = dilate2x2(&map, dw, dh, rw, rh);
         timings.detect_ms += ms(clock);
         let clock = Instant::now();
         let map = ProbMap {
@@ -109,6 +124,49 @@ impl Ocr {
         timings.boxes_ms += ms(clock);
         Ok(detection)
     }
+}
+
+/// Rows of context a strip of the detector's input carries above and below the rows it
+/// keeps: the map near a cut edge differs from the whole page's (the network sees past it),
+/// and this far from it the difference is gone (see `bench/results/ocr-pages.md`).
+pub const DET_STRIP_MARGIN: usize = 64;
+
+/// One run of the detector over rows `input` of its input, of which rows `keep` go into the
+/// page's map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strip {
+    /// Rows given to the detector.
+    pub input: std::ops::Range<usize>,
+    /// Rows of its map kept (inside `input`).
+    pub keep: std::ops::Range<usize>,
+}
+
+/// The detector's runs over an input `w` x `h` (multiples of the stride) of at most
+/// `max_pixels` each (0: no bound): the whole input at once when it fits, else strips of
+/// rows, each keeping its own rows and reading [`DET_STRIP_MARGIN`] more on each side where
+/// the page goes on. Every row is kept by exactly one strip. A bound under a strip of one
+/// stride with its margins gives strips of that size (an input one stride wide cannot be
+/// cut finer).
+pub fn strips(w: usize, h: usize, max_pixels: usize) -> Vec<Strip> {
+    let stride = DET_STRIDE as usize;
+    if max_pixels == 0 || w * h <= max_pixels {
+        return vec![Strip {
+            input: 0..h,
+            keep: 0..h,
+        }];
+    }
+    let rows = (max_pixels / w.max(1)) / stride * stride;
+    let keep = rows.saturating_sub(2 * DET_STRIP_MARGIN).max(stride);
+    (0..h)
+        .step_by(keep)
+        .map(|y| {
+            let end = (y + keep).min(h);
+            Strip {
+                input: y.saturating_sub(DET_STRIP_MARGIN)..(end + DET_STRIP_MARGIN).min(h),
+                keep: y..end,
+            }
+        })
+        .collect()
 }
 
 /// A 2x2 maximum filter, OpenCV's `dilate` with a 2x2 kernel (anchor at its centre, so each
@@ -171,6 +229,64 @@ mod tests {
         assert_eq!(det_input(1, 1, 2000).padded, (736, 736));
         // A word: scaled up, within the long side.
         assert_eq!(det_input(100, 30, 2000).resized, (2016, 608));
+    }
+
+    #[test]
+    fn a_page_over_the_bound_is_detected_in_strips_that_overlap() {
+        // Under the bound: one run.
+        assert_eq!(strips(1536, 2016, 0).len(), 1);
+        assert_eq!(strips(1536, 2016, 1536 * 2016).len(), 1);
+        // 2016 x 2016 within 1.5 MP: runs of at most 736 rows, keeping 608 each.
+        let s = strips(2016, 2016, 1_500_000);
+        assert_eq!(
+            s,
+            vec![
+                Strip {
+                    input: 0..672,
+                    keep: 0..608
+                },
+                Strip {
+                    input: 544..1280,
+                    keep: 608..1216
+                },
+                Strip {
+                    input: 1152..1888,
+                    keep: 1216..1824
+                },
+                Strip {
+                    input: 1760..2016,
+                    keep: 1824..2016
+                },
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn strips_keep_every_row_once_within_the_bound(
+            w in 1usize..80,
+            h in 1usize..80,
+            max_pixels in 0usize..20_000_000,
+        ) {
+            let (w, h) = (w * 32, h * 32);
+            let s = strips(w, h, max_pixels);
+            let mut next = 0;
+            for strip in &s {
+                prop_assert_eq!(strip.keep.start, next, "{:?}", s);
+                prop_assert!(strip.keep.end > strip.keep.start);
+                prop_assert!(strip.input.start <= strip.keep.start && strip.keep.end <= strip.input.end);
+                prop_assert!(strip.input.end <= h);
+                // Context on each side where the page goes on.
+                prop_assert_eq!(strip.keep.start - strip.input.start, strip.keep.start.min(DET_STRIP_MARGIN));
+                prop_assert_eq!(strip.input.end - strip.keep.end, (h - strip.keep.end).min(DET_STRIP_MARGIN));
+                let bound = max_pixels.max(w * (32 + 2 * DET_STRIP_MARGIN));
+                prop_assert!(s.len() == 1 || strip.input.len() * w <= bound, "{:?}", s);
+                prop_assert!(strip.input.len() % 32 == 0);
+                next = strip.keep.end;
+            }
+            prop_assert_eq!(next, h);
+            prop_assert!(s.len() > 1 || max_pixels == 0 || w * h <= max_pixels || h <= 32);
+        }
     }
 
     proptest! {

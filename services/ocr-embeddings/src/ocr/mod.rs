@@ -5,7 +5,8 @@
 //! 2. **detection** on the image scaled so its short side is at least 736 px — but never
 //!    past `--ocr-max-side` on the long side, and a side still under 32 px padded, not
 //!    stretched ([`det_input`]) — both sides multiples of 32, normalised to
-//!    `(x/255 - 0.5) / 0.5`; the probability map goes through the DB post-process in
+//!    `(x/255 - 0.5) / 0.5`, run whole or, past `OcrConfig::det_strip_pixels`, in strips of
+//!    rows ([`strips`]); the probability map goes through the DB post-process in
 //!    [`geometry`] (threshold → components → minimum-area rotated rectangles → unclip →
 //!    boxes, at most [`geometry::MAX_BOXES`], the rest counted);
 //! 3. **orientation**: boxes much taller than wide outweighing the wide ones mean a page on
@@ -37,7 +38,7 @@ use image::imageops::FilterType;
 use image::{RgbImage, imageops};
 use ort::session::Session;
 
-pub use detect::{DetInput, det_input};
+pub use detect::{DET_STRIP_MARGIN, DetInput, Strip, det_input, strips};
 pub use image_ops::is_blank;
 pub use recognize::ctc_decode;
 
@@ -90,6 +91,10 @@ pub struct OcrConfig {
     pub threads: usize,
     /// Longest side the image is scaled to before detection (RapidOCR: 2000).
     pub max_side: u32,
+    /// Most pixels of the detector's input in one run (0: the whole page at once); a larger
+    /// input runs in strips of rows (see [`detect::strips`]), which bounds the detector's
+    /// activations, most of a page's peak memory.
+    pub det_strip_pixels: usize,
     /// Lines recognised with a lower mean confidence are dropped (RapidOCR: 0.5).
     pub min_confidence: f32,
     /// Whether each page's orientation (0/90/180/270 degrees) is found and the page read
@@ -163,6 +168,10 @@ pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
 /// File name of the text-line orientation classifier (0 or 180 degrees) in the models
 /// directory.
 pub const CLS_MODEL: &str = "ch_ppocr_mobile_v2.0_cls_mobile.onnx";
+
+/// The default of [`OcrConfig::det_strip_pixels`] (`--ocr-det-strip-pixels`): a page's
+/// detector input of 2016 x 2016 runs in 3 strips (see `docs/ocr.md`, Memory).
+pub const DET_STRIP_PIXELS: usize = 1_500_000;
 
 /// Height of the recognition input.
 const REC_HEIGHT: u32 = 48;

@@ -18,9 +18,11 @@ const REC_BATCH: usize = 6;
 /// compute. Two heights read the same words for 6 % less CPU on the dense pages of
 /// bench/results/ocr-pages.md.
 const REC_MIN_RATIO: f32 = 2.0;
-/// Pixels of one recognition batch at most (6 strips of 48 x 1,600): a batch of very wide
+/// Pixels of one recognition batch at most (6 strips of 48 x 800): a batch of very wide
 /// strips is split, so a page of long lines costs no more memory than one of short ones.
-const REC_BATCH_PIXELS: usize = REC_BATCH * REC_HEIGHT as usize * 1600;
+/// The model holds about 500 bytes of activations per input pixel: at 1,600 wide a batch
+/// took 260 MiB, more than the detector's strips (see `bench/results/ocr-memory.md`).
+const REC_BATCH_PIXELS: usize = REC_BATCH * REC_HEIGHT as usize * 800;
 /// Widest recognition input: a strip longer than this (a 160:1 line, a rule read as text)
 /// is squeezed to it rather than given an input of unbounded width.
 const REC_MAX_WIDTH: usize = REC_HEIGHT as usize * 160;
