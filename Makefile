@@ -14,7 +14,7 @@ NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 SERVICES := $(patsubst services/%,-p docflow-%,$(wildcard services/*))
 
 .DEFAULT_GOAL := help
-.PHONY: help tools run test bench lint fmt fmt-check clippy schemas-check registry gpu-bundle docs-check
+.PHONY: help tools run test image image-test image-bench bench lint fmt fmt-check clippy schemas-check registry gpu-bundle docs-check
 
 help: ## List targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
@@ -41,6 +41,15 @@ else
 	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast
 endif
 
+image: tools ## Build the OCI image (every binary, libpdfium, onnxruntime, the models, their system libraries) into dist/: oci-archive, docker-archive, SBOM, digest (root; installs umoci + skopeo from Debian's packages)
+	@./scripts/build-image.sh
+
+image-test: tools ## Build the image, check its archives, and run every service from its root filesystem end to end (root; tools/testbed/tests/chaos/image.rs)
+	@./scripts/image-test.sh
+
+image-bench: tools ## The image's size by part, build time and each service's cold start from it: bench/results/image.md (root)
+	@./scripts/image-bench.sh
+
 bench: tools ## Run the benchmarks (release build) and write bench/results/*.md (ST_PYTHON=venv python with sentence-transformers + rapidocr adds the reference runs; RAPIDOCR_PYTHON=venv python with rapidocr the real-page cost table)
 	$(CARGO) run --release --quiet -p docflow-bench --bin runtime-bench -- --out bench/results/runtime.md
 	$(CARGO) run --release --quiet -p docflow-bench --bin ingest-bench -- --out bench/results/ingest.md
@@ -62,6 +71,8 @@ bench: tools ## Run the benchmarks (release build) and write bench/results/*.md 
 		--csv .run/ocr-pages.csv $(if $(RAPIDOCR_PYTHON),--rapidocr-python $(RAPIDOCR_PYTHON))
 	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --orientation-only \
 		--out bench/results/ocr-orientation.md
+	$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --memory-only --per-pdf 2 --pages 40 \
+		--out bench/results/ocr-memory.md
 	$(if $(RAPIDOCR_PYTHON),$(CARGO) run --release --quiet -p docflow-bench --bin ocr-pages-bench -- --cost-only \
 		--out bench/results/ocr-cost.md --rapidocr-python $(RAPIDOCR_PYTHON))
 

@@ -5,6 +5,11 @@
 set -euo pipefail
 
 PYPDFIUM2_VERSION="${PYPDFIUM2_VERSION:-5.15.2}"
+# The wheel's SHA-256 (5.15.2, manylinux_2_17_x86_64); another version needs its own.
+PINNED_SHA256=dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37
+if [ "$PYPDFIUM2_VERSION" = 5.15.2 ]; then
+    PYPDFIUM2_SHA256="${PYPDFIUM2_SHA256:-$PINNED_SHA256}"
+fi
 CACHE="${DOCFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/docflow}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="$CACHE/pdfium-$PYPDFIUM2_VERSION"
@@ -20,6 +25,14 @@ if [ ! -s "$DEST/lib/libpdfium.so" ]; then
         --only-binary :all: --no-deps --platform manylinux_2_17_x86_64 --python-version 3.11 \
         -d "$tmp"
     wheel="$(ls "$tmp"/pypdfium2-*.whl)"
+    [ -n "${PYPDFIUM2_SHA256:-}" ] || {
+        echo "PYPDFIUM2_VERSION=$PYPDFIUM2_VERSION: set PYPDFIUM2_SHA256 to its wheel's SHA-256" >&2
+        exit 1
+    }
+    echo "$PYPDFIUM2_SHA256  $wheel" | sha256sum --check --quiet || {
+        echo "pypdfium2 $PYPDFIUM2_VERSION: the wheel's SHA-256 is not the pinned one" >&2
+        exit 1
+    }
     "$PYTHON" - "$wheel" "$tmp/lib" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:

@@ -112,6 +112,10 @@ pub struct Environment {
     pub namespace: String,
     /// Image tag.
     pub image_tag: String,
+    /// The image's manifest digest (`sha256:` and 64 hex digits; `make image` writes it to
+    /// `dist/docflow-VERSION.digest`): pins the exact image, whatever the tag points at later.
+    #[serde(default)]
+    pub image_digest: Option<String>,
     /// Kafka bootstrap servers.
     pub kafka_bootstrap: String,
     /// Prometheus the KEDA rate trigger queries.
@@ -216,6 +220,19 @@ impl PlanFile {
             ));
         }
         for env in &self.environments {
+            if let Some(digest) = &env.image_digest
+                && !digest.strip_prefix("sha256:").is_some_and(|hex| {
+                    hex.len() == 64
+                        && hex
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                })
+            {
+                return Err(InfraError::Plan(format!(
+                    "{}: image_digest {digest:?} is not sha256: and 64 lowercase hex digits",
+                    env.name
+                )));
+            }
             if env.ingest_replicas.min == 0 || env.ingest_replicas.min > env.ingest_replicas.max {
                 return Err(InfraError::Plan(format!(
                     "{}: ingest_replicas needs 1 <= min <= max",

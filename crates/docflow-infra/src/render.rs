@@ -33,6 +33,9 @@ struct Image {
     name: String,
     new_name: Option<String>,
     new_tag: Option<String>,
+    /// kustomize: a digest replaces the tag (`name@sha256:…`).
+    #[serde(default)]
+    digest: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -230,9 +233,10 @@ fn set_images(doc: &mut Value, img: &Image) {
                 continue;
             }
             let new_name = img.new_name.as_deref().unwrap_or(name);
-            let new = match (img.new_tag.as_deref(), tag) {
-                (Some(t), _) | (None, Some(t)) => format!("{new_name}:{t}"),
-                (None, None) => new_name.to_owned(),
+            let new = match (img.digest.as_deref(), img.new_tag.as_deref(), tag) {
+                (Some(d), _, _) => format!("{new_name}@{d}"),
+                (None, Some(t), _) | (None, None, Some(t)) => format!("{new_name}:{t}"),
+                (None, None, None) => new_name.to_owned(),
             };
             if let Some(o) = c.as_object_mut() {
                 o.insert("image".into(), Value::String(new));
@@ -279,11 +283,26 @@ mod tests {
                 name: "docflow".into(),
                 new_name: Some("reg/docflow".into()),
                 new_tag: Some("1.2".into()),
+                digest: None,
             },
         );
         assert_eq!(
             d.pointer("/spec/template/spec/containers/0/image").unwrap(),
             "reg/docflow:1.2"
+        );
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        set_images(
+            &mut d,
+            &Image {
+                name: "reg/docflow".into(),
+                new_name: None,
+                new_tag: Some("1.3".into()),
+                digest: Some(digest.clone()),
+            },
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/0/image").unwrap(),
+            &format!("reg/docflow@{digest}")
         );
 
         let mut so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",

@@ -159,6 +159,9 @@ fn the_plan_drives_the_manifests() {
         .unwrap();
     // Twice the SLA wait: lagThreshold = μ × SLA doubles (25/s × 0.4 s = 10).
     p.environments[prod].stages[ocr].sla_wait = "400ms".into();
+    // A digest pins the image every container runs.
+    let digest = format!("sha256:{}", "0f".repeat(32));
+    p.environments[prod].image_digest = Some(digest.clone());
     let dir = tempfile::tempdir().unwrap();
     docflow_infra::write(&generate(&p).unwrap(), dir.path()).unwrap();
     let docs = render(&dir.path().join("overlays/prod")).unwrap();
@@ -181,8 +184,37 @@ fn the_plan_drives_the_manifests() {
         .unwrap();
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("ghcr.io/example/docflow@{digest}")
+    );
+    // Without one, the tag.
+    let mut tagged = p.clone();
+    tagged.environments[prod].image_digest = None;
+    let tagged_dir = tempfile::tempdir().unwrap();
+    docflow_infra::write(&generate(&tagged).unwrap(), tagged_dir.path()).unwrap();
+    let ingest = render(&tagged_dir.path().join("overlays/prod"))
+        .unwrap()
+        .into_iter()
+        .find(|d| id(d) == ("Deployment".to_owned(), "docflow-ingest".to_owned()))
+        .unwrap();
+    assert_eq!(
+        ingest["spec"]["template"]["spec"]["containers"][0]["image"],
         "ghcr.io/example/docflow:0.1.0"
     );
+    // A digest that is not one is refused with the plan.
+    let text: String = std::fs::read_to_string(infra().join("plan.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("image_digest:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let bad = text.replacen(
+        "    image_tag: \"0.1.0\"\n",
+        "    image_tag: \"0.1.0\"\n    image_digest: sha256:0123\n",
+        1,
+    );
+    assert_ne!(bad, text);
+    let err = PlanFile::parse(&bad).unwrap_err().to_string();
+    assert!(err.contains("image_digest \"sha256:0123\""), "{err}");
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
         1

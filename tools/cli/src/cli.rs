@@ -5,8 +5,8 @@ use docflow_config::{DatabaseArgs, KafkaArgs, RegistryArgs};
 use docflow_telemetry::TelemetryArgs;
 
 use crate::{
-    analytics, autoscale, calibrate, dev, infra, plan, schemas, simulate, status, tokens, topics,
-    upload,
+    analytics, autoscale, calibrate, dev, infra, plan, probe, schemas, simulate, status, tokens,
+    topics, upload,
 };
 
 /// docflow: documents in, text, embeddings, thumbnails and analytics out, over Kafka.
@@ -54,6 +54,9 @@ enum Command {
     /// Each consumer group's health as Burrow judges it (OK, WARN, ERR; per partition OK,
     /// WARN, STOP, STALL, REWIND, with reasons); exits 1 when a group is not OK.
     Status(status::StatusArgs),
+    /// A health check for containers: GET a URL, exit 0 on 2xx and 1 otherwise (the image
+    /// has no shell or curl; compose.yaml's healthchecks run this).
+    Probe(probe::ProbeArgs),
     /// Reprocess a topic for one consumer group (the same as `docflow-replay`).
     #[command(subcommand)]
     Replay(Box<docflow_replay::Command>),
@@ -150,6 +153,7 @@ impl Cli {
             }) => topics::create(&kafka, uploaded_partitions, replication).await,
             Command::Analytics(args) => analytics::run(args).await,
             Command::Status(args) => status::run(args).await,
+            Command::Probe(args) => probe::run(args).await,
             Command::Simulate(args) => simulate::run_simulate(args),
             Command::Plan(args) => plan::run_plan(args),
             Command::Infra(cmd) => infra::run(cmd),

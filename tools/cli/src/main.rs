@@ -9,6 +9,7 @@ mod cli;
 mod dev;
 mod infra;
 mod plan;
+mod probe;
 mod schemas;
 mod simulate;
 mod status;

@@ -724,3 +724,48 @@ fn an_unreachable_registry_is_named_with_its_flag() {
         "{err}"
     );
 }
+
+/// `docflow probe` (the image's health check): exit 0 on a 2xx, 1 with the status or the
+/// connection error otherwise.
+#[test]
+fn probe_exits_0_on_2xx_and_1_otherwise() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (i, stream) in listener.incoming().enumerate() {
+            let mut stream = stream.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let status = if i == 0 {
+                "200 OK"
+            } else {
+                "503 Service Unavailable"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let ok = docflow().args(["probe", &url]).output().unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let unready = docflow().args(["probe", &url]).output().unwrap();
+    assert_eq!(unready.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unready.stderr).contains("503"));
+    // Nothing listening: the connection error, within the timeout.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!("http://{}/readyz", closed.local_addr().unwrap());
+    drop(closed);
+    let down = docflow()
+        .args(["probe", &gone, "--timeout", "2s"])
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).contains(&gone));
+}

@@ -79,6 +79,10 @@ images:
         image = plan.image,
         tag = q(&env.image_tag),
     );
+    // A digest pins the image: kustomize writes `name@digest` (the tag stays for people).
+    if let Some(digest) = &env.image_digest {
+        let _ = writeln!(k, "    digest: {digest}");
+    }
     let mut cfg = format!(
         "{HEADER}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: docflow-config\ndata:\n  KAFKA_BOOTSTRAP_SERVERS: {}\n",
         q(&env.kafka_bootstrap)

@@ -7,5 +7,6 @@
 
 mod support;
 
+mod image;
 mod in_process;
 mod processes;
