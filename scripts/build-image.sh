@@ -142,7 +142,8 @@ python3 "$ROOT/scripts/image-sbom.py" --rootfs "$FS" --lock "$ROOT/Cargo.lock" \
     --image "$NAME:$TAG" --revision "$REVISION" --created "$CREATED" \
     --packages "${!PKGS[@]}" >"$SBOM"
 install -m 0644 "$SBOM" "$FS/usr/share/doc/docflow-sbom.json"
-touch -h -d "@$EPOCH" "$FS/usr/share/doc/docflow-sbom.json"
+# Every time, directories' included (adding a file just changed its directory's).
+find "$FS" -exec touch -h -d "@$EPOCH" {} +
 
 echo "==> OCI image (umoci)"
 LAYOUT="$WORK/oci"
