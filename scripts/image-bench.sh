@@ -13,6 +13,7 @@ VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$R
 t0=$(date +%s.%N)
 "$ROOT/scripts/build-image.sh" >/dev/null
 t1=$(date +%s.%N)
+digest0="$(cat "$OUT/docflow-$VERSION.digest")"
 "$ROOT/scripts/build-image.sh" >/dev/null
 t2=$(date +%s.%N)
 digest1="$(cat "$OUT/docflow-$VERSION.digest")"
@@ -62,7 +63,7 @@ docker=$(stat -c %s "$OUT/docflow-$VERSION.docker.tar")
     echo "| \`make image\`, the release binaries already built | $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }') |"
     echo "| a second \`make image\`, nothing changed (goal < 2 min) | $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f s", b - a }') |"
     echo
-    echo "The same sources give the same image: the second build's manifest digest $(if [ "$digest1" = "$digest2" ]; then echo "equals the first's and the third's (\`$digest1\`)"; else echo "differs ($digest1, then $digest2)"; fi)."
+    echo "The same sources give the same image: three builds (the two above and make image-test's) $(if [ "$digest0" = "$digest1" ] && [ "$digest1" = "$digest2" ]; then echo "have one manifest digest, \`$digest1\`"; else echo "differ: $digest0, $digest1, $digest2"; fi)."
     echo
     echo "## Cold start from the image"
     echo
