@@ -33,7 +33,7 @@ struct Image {
     name: String,
     new_name: Option<String>,
     new_tag: Option<String>,
-    /// kustomize: a digest replaces the tag (`name@sha256:…`).
+    /// kustomize: a digest follows the tag (`name:tag@sha256:…`).
     #[serde(default)]
     digest: Option<String>,
 }
@@ -233,10 +233,14 @@ fn set_images(doc: &mut Value, img: &Image) {
                 continue;
             }
             let new_name = img.new_name.as_deref().unwrap_or(name);
-            let new = match (img.digest.as_deref(), img.new_tag.as_deref(), tag) {
-                (Some(d), _, _) => format!("{new_name}@{d}"),
-                (None, Some(t), _) | (None, None, Some(t)) => format!("{new_name}:{t}"),
-                (None, None, None) => new_name.to_owned(),
+            let tagged = match (img.new_tag.as_deref(), tag) {
+                (Some(t), _) | (None, Some(t)) => format!("{new_name}:{t}"),
+                (None, None) => new_name.to_owned(),
+            };
+            // As kustomize writes it: the tag kept for people, the digest for the runtime.
+            let new = match img.digest.as_deref() {
+                Some(d) => format!("{tagged}@{d}"),
+                None => tagged,
             };
             if let Some(o) = c.as_object_mut() {
                 o.insert("image".into(), Value::String(new));
@@ -302,7 +306,7 @@ mod tests {
         );
         assert_eq!(
             d.pointer("/spec/template/spec/containers/0/image").unwrap(),
-            &format!("reg/docflow@{digest}")
+            &format!("reg/docflow:1.3@{digest}")
         );
 
         let mut so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",

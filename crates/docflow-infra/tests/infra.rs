@@ -184,7 +184,7 @@ fn the_plan_drives_the_manifests() {
         .unwrap();
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["image"],
-        format!("ghcr.io/example/docflow@{digest}")
+        format!("ghcr.io/example/docflow:0.1.0@{digest}")
     );
     // Without one, the tag.
     let mut tagged = p.clone();

@@ -79,7 +79,7 @@ images:
         image = plan.image,
         tag = q(&env.image_tag),
     );
-    // A digest pins the image: kustomize writes `name@digest` (the tag stays for people).
+    // A digest pins the image: kustomize writes `name:tag@digest`.
     if let Some(digest) = &env.image_digest {
         let _ = writeln!(k, "    digest: {digest}");
     }
