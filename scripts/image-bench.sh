@@ -60,7 +60,7 @@ docker=$(stat -c %s "$OUT/docflow-$VERSION.docker.tar")
     echo
     echo "| build | time |"
     echo "|---|---|"
-    echo "| \`make image\`, the release binaries already built | $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }') |"
+    echo "| the first \`make image\` of the run (recompiles what changed since the last release build) | $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }') |"
     echo "| a second \`make image\`, nothing changed (goal < 2 min) | $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f s", b - a }') |"
     echo
     echo "The same sources give the same image: three builds (the two above and make image-test's) $(if [ "$digest0" = "$digest1" ] && [ "$digest1" = "$digest2" ]; then echo "have one manifest digest, \`$digest1\`"; else echo "differ: $digest0, $digest1, $digest2"; fi)."
