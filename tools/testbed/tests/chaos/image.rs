@@ -75,7 +75,10 @@ mount --bind "$volume" "$root/var/lib/docflow"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 for f in hosts resolv.conf; do mount --bind -o ro "/etc/$f" "$root/etc/$f"; done
-exec unshare --root="$root" --wd="$cwd" --setgid="$gid" --setuid="$uid" "$@""#;
+# Not exec: this shell stays the namespace's PID 1, so when the test kills it (through
+# unshare's --kill-child) the kernel kills the service too. The service's own parent-death
+# signal would not: changing to the image's user clears it.
+unshare --root="$root" --wd="$cwd" --setgid="$gid" --setuid="$uid" "$@""#;
         let mut cmd = Command::new("/usr/bin/unshare");
         cmd.args([
             "--mount",
@@ -201,7 +204,7 @@ async fn the_image_runs_every_service_and_reads_documents_end_to_end() {
     let registry_port = free_port().unwrap();
     let registry_url = format!("http://127.0.0.1:{registry_port}");
     let started = Instant::now();
-    let _registry = image.spawn(
+    let registry = image.spawn(
         "registry",
         "docflow-registry",
         &[
@@ -234,7 +237,7 @@ async fn the_image_runs_every_service_and_reads_documents_end_to_end() {
     ]);
     let mut cold_starts = vec![("registry", registry_ready)];
     let started = Instant::now();
-    let _ingest = image.spawn("ingest", "docflow-ingest", &ingest_args);
+    let ingest = image.spawn("ingest", "docflow-ingest", &ingest_args);
     wait_ready(&http, &format!("{base}/readyz"), &image).await;
     cold_starts.push(("ingest", started.elapsed()));
     // The stages once ingest has migrated the database, each until its /readyz answers
@@ -345,4 +348,31 @@ async fn the_image_runs_every_service_and_reads_documents_end_to_end() {
     // Nothing was written outside the volume: the root is read-only, so a write would have
     // failed a service; the volume holds the objects (and SQLite's files).
     assert!(image.volume.path().join("objects").is_dir());
+
+    // Killing a launcher kills its service: none outlives the test.
+    drop(stages);
+    drop(ingest);
+    drop(registry);
+    let ours = [
+        format!("127.0.0.1:{ingest_port}"),
+        format!("127.0.0.1:{registry_port}"),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains("/usr/local/bin/docflow-") || c.starts_with("docflow-"))
+            .filter(|c| ours.iter().any(|o| c.contains(o.as_str())))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "services outlived the test: {alive:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
