@@ -422,15 +422,22 @@ fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
 /// A page read: in order, found, wall ms, CPU ms.
 type Scored = (f64, f64, f64, f64);
 
-/// The cost table alone: the dense upright pages read by one worker at one onnxruntime
-/// thread and at one a core (each page by both, in turn), then by RapidOCR at its default
-/// threads and at one.
-async fn cost_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Result<()> {
+/// The upright pages of 300+ reference words among `first_pass`: the cost and memory
+/// tables' pages.
+fn dense_pages(first_pass: &[Sample]) -> anyhow::Result<Vec<&Sample>> {
     let dense: Vec<&Sample> = first_pass
         .iter()
         .filter(|s| s.truth.len() >= 300 && s.turned == 0)
         .collect();
     anyhow::ensure!(!dense.is_empty(), "no dense page");
+    Ok(dense)
+}
+
+/// The cost table alone: the dense upright pages read by one worker at one onnxruntime
+/// thread and at one a core (each page by both, in turn), then by RapidOCR at its default
+/// threads and at one.
+async fn cost_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Result<()> {
+    let dense = dense_pages(first_pass)?;
     let settings = [(1usize, "1 thread"), (0, "1 a core")];
     let mut pools = Vec::new();
     for (threads, _) in settings {
@@ -563,11 +570,7 @@ struct MemoryRow {
 /// The dense pages and the page sizes read with the detector in strips and on whole pages:
 /// words, time and peak memory side by side; the report to `args.out`.
 async fn memory_only(args: &Args, exe: &Path, first_pass: &[Sample]) -> anyhow::Result<()> {
-    let dense: Vec<&Sample> = first_pass
-        .iter()
-        .filter(|s| s.truth.len() >= 300 && s.turned == 0)
-        .collect();
-    anyhow::ensure!(!dense.is_empty(), "no dense page");
+    let dense = dense_pages(first_pass)?;
     let strip = docflow_ocr_embeddings::ocr::DET_STRIP_PIXELS;
     let settings = [(strip, "strips"), (0usize, "whole page")];
     let pool_for = |pixels: usize| pool_tuned(exe, false, |c| c.read.ocr_det_strip_pixels = pixels);
