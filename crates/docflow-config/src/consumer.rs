@@ -103,6 +103,18 @@ pub struct ConsumerArgs {
     )]
     pub session_timeout: Duration,
 
+    /// Least time between two offset commits. A partition's advanced watermark is committed
+    /// at once when the last commit is at least this old, else when it becomes so: Kafka's
+    /// lag (what KEDA scales on) counts records done but not committed, so a lazy commit
+    /// reads as demand. 0 commits on every advance.
+    #[arg(
+        long = "commit-interval",
+        env = "DOCFLOW_COMMIT_INTERVAL",
+        default_value = "100ms",
+        value_parser = crate::parse_duration
+    )]
+    pub commit_interval: Duration,
+
     /// `max.poll.interval.ms`. The runtime polls continuously, so long handlers never
     /// exceed it; it only catches a wedged poll loop.
     #[arg(
@@ -212,6 +224,7 @@ impl Default for ConsumerArgs {
             group_instance_id: None,
             session_timeout: Duration::from_secs(10),
             max_poll_interval: Duration::from_secs(300),
+            commit_interval: Duration::from_millis(100),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
             assign_ranges: Vec::new(),
             max_rate: 0.0,

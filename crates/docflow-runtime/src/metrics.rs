@@ -139,6 +139,7 @@ pub struct ConsumerMetrics {
     paused_partitions: IntGaugeVec,
     assigned_partitions: IntGaugeVec,
     rebalances: IntCounterVec,
+    commits: IntCounterVec,
     dlq_write_errors: IntCounterVec,
     pub(crate) status_reports: StatusReports,
 }
@@ -253,6 +254,16 @@ impl ConsumerMetrics {
                     &["group", "kind"],
                 ),
             )?,
+            commits: reg(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "docflow_consumer_commits_total",
+                        "Offset commits to Kafka by result: ok, failed",
+                    ),
+                    &["group", "result"],
+                ),
+            )?,
             status_reports: StatusReports(reg(
                 registry,
                 IntCounterVec::new(
@@ -347,6 +358,12 @@ impl ConsumerMetrics {
         self.rebalances
             .with_label_values(&[group, kind.as_str()])
             .inc();
+    }
+
+    /// Counts an offset commit of `group` that ended `ok` or `failed`.
+    pub(crate) fn commit(&self, group: &str, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.commits.with_label_values(&[group, result]).inc();
     }
 
     /// Counts a failed attempt to write a dead letter of `group`.

@@ -2,7 +2,11 @@
 //!
 //! Guarantees (each has a test against the real broker, most as real processes):
 //! * **At least once.** An offset is stored only when every record below it is done: handled,
-//!   or dead-lettered with the DLQ write acknowledged. Auto-commit commits only stored offsets.
+//!   or dead-lettered with the DLQ write acknowledged. Only stored offsets are committed.
+//! * **Prompt commits.** The poll loop commits as soon as a watermark moves, at most once per
+//!   `--commit-interval` (100 ms): Kafka's lag, which KEDA scales on, counts records done
+//!   but not committed, and librdkafka's 1 s auto-commit showed ~rate × 0.5 s of them as
+//!   lag at rest.
 //! * **No stalls on long work.** The poll loop runs on its own thread and never waits for a
 //!   handler. Each assigned partition gets its own client queue; at `workers + buffer` records
 //!   in flight the loop stops reading them (records wait in the client's fetch buffer, nothing
@@ -343,8 +347,8 @@ pub async fn run<H: Handler>(
     let session_ms = args.session_timeout.as_millis().max(1);
     cfg.set("group.id", &spec.group_id)
         .set("enable.auto.offset.store", "false")
-        .set("enable.auto.commit", "true")
-        .set("auto.commit.interval.ms", "1000")
+        // The poll loop commits (`--commit-interval`), on revoke and on leaving.
+        .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("session.timeout.ms", session_ms.to_string())
@@ -395,6 +399,7 @@ pub async fn run<H: Handler>(
     let thread_health = health.clone();
     let grace = args.shutdown_grace;
     let max_rate = args.max_rate;
+    let commit_interval = args.commit_interval;
     let reporter = if args.status_topic.is_empty() {
         None
     } else {
@@ -419,6 +424,7 @@ pub async fn run<H: Handler>(
                 reporter,
                 wake,
             )
+            .commit_every(commit_interval)
             .with_queues(split)
             .run();
             // Leaving the group (close) runs the final revoke callbacks.

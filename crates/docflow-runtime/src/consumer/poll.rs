@@ -1,7 +1,7 @@
 //! The poll thread's loop. Each pass runs the same phases in order:
 //!
-//! 1. [`PollLoop::housekeeping`]: take in completions, store offsets, pause or resume,
-//!    refresh the gauges (once a second);
+//! 1. [`PollLoop::housekeeping`]: take in completions, store offsets, commit them when due,
+//!    pause or resume, refresh the gauges (once a second);
 //! 2. [`PollLoop::sync_partition_queues`]: one client queue per owned partition;
 //! 3. [`PollLoop::dispatch_from_queues`]: round robin over those queues while there is room;
 //! 4. [`PollLoop::poll_consumer`]: the consumer itself (rebalances, statistics, errors), the
@@ -91,6 +91,10 @@ pub(super) struct PollLoop<'a, H: Handler> {
     rate: f64,
     tokens: f64,
     last_refill: Instant,
+    /// `--commit-interval`: least time between two commits.
+    commit_interval: Duration,
+    /// When the last commit was started.
+    last_commit: Instant,
     /// Status reports (`--status-topic`), if on.
     status: Option<crate::status::Reporter>,
     /// When the last report went, and what it said (paused, partitions).
@@ -124,9 +128,17 @@ impl<'a, H: Handler> PollLoop<'a, H> {
             },
             tokens: 1.0,
             last_refill: Instant::now(),
+            commit_interval: Duration::ZERO,
+            last_commit: Instant::now(),
             status,
             last_status: None,
         }
+    }
+
+    /// Commits at most once per `interval` (`--commit-interval`; zero: on every move).
+    pub(super) fn commit_every(mut self, interval: Duration) -> Self {
+        self.commit_interval = interval;
+        self
     }
 
     /// Starts with these partition queues, split off before their assignment.
@@ -193,12 +205,31 @@ impl<'a, H: Handler> PollLoop<'a, H> {
         consumer.context().lock()
     }
 
-    /// Takes in completions, stores the advanced offsets, pauses or resumes, refreshes the
-    /// gauges when due. Returns the partitions owned and the room for new records.
+    /// Takes in completions, stores the advanced offsets and commits them when due, pauses
+    /// or resumes, refreshes the gauges when due. Returns the partitions owned and the room
+    /// for new records.
     fn housekeeping(&mut self) -> (HashSet<Tp>, usize) {
         let mut st = self.state();
         st.drain();
         st.store(self.consumer);
+        if self
+            .consumer
+            .context()
+            .commits()
+            .failed
+            .swap(false, Ordering::SeqCst)
+        {
+            st.uncommitted = true;
+        }
+        if st.uncommitted && self.last_commit.elapsed() >= self.commit_interval {
+            // Asynchronous: the result comes to the commit callback on a later poll.
+            st.uncommitted = false;
+            self.last_commit = Instant::now();
+            if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Async) {
+                tracing::debug!(error = %e, "offset commit not started");
+                st.uncommitted = true;
+            }
+        }
         st.update_pause(self.consumer);
         if self.last_metrics.elapsed() >= METRICS_EVERY {
             st.update_metrics();

@@ -13,6 +13,7 @@ mod rebalance;
 mod watermarks;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -41,6 +42,8 @@ pub(super) struct State<H> {
     /// How long a revoke waits for the revoked partitions' running records.
     pub(super) revoke_timeout: Duration,
     last_completion: Instant,
+    /// Watermarks stored in the client since its last commit was started.
+    pub(super) uncommitted: bool,
     /// Watermarks stored in Kafka but not yet saved to the position store.
     unsaved: HashMap<Tp, i64>,
     /// A background position save is running.
@@ -61,14 +64,34 @@ pub(super) struct State<H> {
 pub(super) struct Ctx<H> {
     state: Mutex<State<H>>,
     group: String,
+    /// The commit callback's side: outside the state's lock, since librdkafka may call it
+    /// from inside a commit made with that lock held (a revoke's synchronous commit).
+    commits: CommitResults,
+}
+
+/// What the commit callback reports to the poll loop.
+pub(super) struct CommitResults {
+    metrics: crate::metrics::ConsumerMetrics,
+    /// A commit failed: the poll loop commits again (its offsets are still stored).
+    pub(super) failed: AtomicBool,
 }
 
 impl<H> Ctx<H> {
     pub(super) fn new(state: State<H>, group: String) -> Self {
+        let metrics = state.shared.metrics.clone();
         Ctx {
             state: Mutex::new(state),
             group,
+            commits: CommitResults {
+                metrics,
+                failed: AtomicBool::new(false),
+            },
         }
+    }
+
+    /// The commit callback's reports.
+    pub(super) fn commits(&self) -> &CommitResults {
+        &self.commits
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State<H>> {
@@ -97,6 +120,7 @@ impl<H: Handler> State<H> {
             key_queues: KeyQueues::new(per_key),
             revoke_timeout,
             last_completion: Instant::now(),
+            uncommitted: false,
             unsaved: HashMap::new(),
             saving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             last_save: Instant::now(),

@@ -11,7 +11,7 @@ use rdkafka::ClientContext;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
 };
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
@@ -39,6 +39,24 @@ impl<H: Handler> ClientContext for Ctx<H> {
 }
 
 impl<H: Handler> ConsumerContext for Ctx<H> {
+    /// Counts the commit; a failed one is committed again by the poll loop (its offsets
+    /// stay stored). Takes no lock: a synchronous commit made under the state's lock may
+    /// call it.
+    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
+        match result {
+            Ok(()) => self.commits().metrics.commit(&self.group, true),
+            // Nothing had moved since the last commit: not a commit at all.
+            Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => {
+                tracing::debug!(group = %self.group, error = %e, "offset commit failed; committing again");
+                self.commits().metrics.commit(&self.group, false);
+                self.commits()
+                    .failed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
     /// librdkafka's default rebalance (what rdkafka's default does), plus one step: with a
     /// position store, assigned partitions get their starting offsets from it first.
     fn rebalance(
@@ -198,9 +216,9 @@ impl<H: Handler> State<H> {
             }
         }
         if tpl.count() > 0 {
-            // Store as well as commit: with auto-commit on, the client commits the stored
-            // offsets of revoked partitions once more as it unassigns them, and an older
-            // stored offset would move the group's position back (a redelivery).
+            // Store as well as commit: the poll loop's next commit sends the stored offsets,
+            // and an older stored offset would move the group's position back (a
+            // redelivery).
             if let Err(e) = consumer.store_offsets(&tpl) {
                 tracing::debug!(error = %e, "storing offsets on revoke failed");
             }

@@ -1,4 +1,4 @@
-//! Where the done watermarks go: the client's offset store (auto-commit sends them) and,
+//! Where the done watermarks go: the client's offset store (the poll loop commits them) and,
 //! with a position store, that store too, in the background as they advance and at once on
 //! revoke; and where newly assigned partitions start when a position store places them.
 
@@ -50,7 +50,8 @@ fn past_the_log_end<C: ConsumerContext>(
 }
 
 impl<H: Handler> State<H> {
-    /// Hands every advanced watermark to the client's offset store (auto-commit sends it).
+    /// Hands every advanced watermark to the client's offset store (the poll loop commits
+    /// it, at most once per `--commit-interval`).
     pub(in crate::consumer) fn store(&mut self, consumer: &BaseConsumer<Ctx<H>>) {
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), t) in &mut self.trackers {
@@ -61,10 +62,11 @@ impl<H: Handler> State<H> {
                 }
             }
         }
-        if tpl.count() > 0
-            && let Err(e) = consumer.store_offsets(&tpl)
-        {
-            tracing::warn!(error = %e, "storing offsets failed");
+        if tpl.count() > 0 {
+            match consumer.store_offsets(&tpl) {
+                Ok(()) => self.uncommitted = true,
+                Err(e) => tracing::warn!(error = %e, "storing offsets failed"),
+            }
         }
         self.save_positions_in_background();
     }
