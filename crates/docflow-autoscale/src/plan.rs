@@ -4,7 +4,8 @@
 //! cold start and the budget:
 //! * **μ** = 1 / p50 records/s per replica (the seed's 40 ms → 25/s);
 //! * **lagThreshold** by Little's law: the records one replica clears within the SLA wait,
-//!   μ × SLA (the seed's 25 × 0.2 s = 5);
+//!   plus those it has done but not yet committed (Kafka's lag, which KEDA reads, counts
+//!   them): μ × (SLA + commit interval) (the seed's 25 × (0.2 + 0.1) s = 7.5 → 8);
 //! * **safe utilisation** from the p50–p99 spread: service times taken as log-normal
 //!   (σ = ln(p99/p50) / 2.326, E[S] = p50·e^{σ²/2}, c_s² = e^{σ²} − 1) and Kingman's
 //!   G/G/1 approximation with Poisson arrivals, `W_q ≈ ρ/(1−ρ) · (1 + c_s²)/2 · E[S]`,
@@ -26,6 +27,9 @@ pub struct PlanInput {
     pub p99_s: f64,
     /// Waiting-time SLA, seconds.
     pub sla_wait_s: f64,
+    /// The consumers' `--commit-interval`, seconds: a record done waits up to this long
+    /// before its offset is committed, counted as lag meanwhile.
+    pub commit_interval_s: f64,
     /// Peak arrival rate, records/s.
     pub peak_rate: f64,
     /// Cost of one replica per hour.
@@ -73,11 +77,16 @@ pub fn plan(i: &PlanInput) -> Result<Plan, String> {
     if !(i.sla_wait_s > 0.0 && i.peak_rate > 0.0 && i.replica_cost_per_hour > 0.0) {
         return Err("the SLA, the peak rate and the replica cost must be positive".into());
     }
+    if i.commit_interval_s.is_nan() || i.commit_interval_s < 0.0 {
+        return Err("the commit interval cannot be negative".into());
+    }
     if i.partitions == 0 {
         return Err("the topic needs partitions".into());
     }
     let service_rate = 1.0 / i.p50_s;
-    let lag_threshold = (service_rate * i.sla_wait_s).round().max(1.0) as u64;
+    let lag_threshold = (service_rate * (i.sla_wait_s + i.commit_interval_s))
+        .round()
+        .max(1.0) as u64;
     let sigma = (i.p99_s / i.p50_s).ln() / 2.326;
     let mean = i.p50_s * (sigma * sigma / 2.0).exp();
     let cv2 = (sigma * sigma).exp() - 1.0;
@@ -126,6 +135,7 @@ mod tests {
             p50_s: 0.040,
             p99_s: 0.040,
             sla_wait_s: 0.2,
+            commit_interval_s: 0.1,
             peak_rate: 200.0,
             replica_cost_per_hour: 1.006,
             budget_per_day: 966.0,
@@ -138,7 +148,28 @@ mod tests {
     fn the_seeds_numbers() {
         let p = plan(&seed()).unwrap();
         assert!((p.service_rate - 25.0).abs() < 1e-9);
-        assert_eq!(p.lag_threshold, 5, "Little's law: 25 × 0.2 s");
+        assert_eq!(p.lag_threshold, 8, "Little's law: 25 × (0.2 + 0.1) s = 7.5");
+        // Without the commit interval, the SLA's records alone.
+        let bare = plan(&PlanInput {
+            commit_interval_s: 0.0,
+            ..seed()
+        })
+        .unwrap();
+        assert_eq!(bare.lag_threshold, 5, "25 × 0.2 s");
+        // Lazier commits: more of the lag is records already done.
+        let lazy = plan(&PlanInput {
+            commit_interval_s: 1.0,
+            ..seed()
+        })
+        .unwrap();
+        assert_eq!(lazy.lag_threshold, 30, "25 × (0.2 + 1) s");
+        assert!(
+            plan(&PlanInput {
+                commit_interval_s: -0.1,
+                ..seed()
+            })
+            .is_err()
+        );
         // 40 × USD 1.006/h ≈ USD 966/day.
         assert_eq!((p.max_replicas, p.max_limited_by), (40, "budget"));
         assert!(p.max_poll_interval_ms >= 300_000);

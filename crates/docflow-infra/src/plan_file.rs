@@ -18,6 +18,10 @@ pub struct PlanFile {
     pub partitions: u32,
     /// `--shutdown-grace` of every consumer (how long SIGTERM waits for in-flight records).
     pub shutdown_grace: String,
+    /// `--commit-interval` of every consumer: the most a done record's offset waits before
+    /// it is committed (Kafka's lag counts it meanwhile; lagThreshold adds its records).
+    #[serde(default = "default_commit_interval")]
+    pub commit_interval: String,
     /// Ingest.
     pub ingest: IngestSpec,
     /// The schema registry.
@@ -194,6 +198,10 @@ pub struct StagePlan {
     pub measured_by: String,
 }
 
+fn default_commit_interval() -> String {
+    "100ms".to_owned()
+}
+
 fn yes() -> bool {
     true
 }
@@ -213,6 +221,7 @@ impl PlanFile {
 
     fn check(&self) -> Result<(), InfraError> {
         duration("shutdown_grace", &self.shutdown_grace)?;
+        duration("commit_interval", &self.commit_interval)?;
         duration("ingest.max_wait", &self.ingest.max_wait)?;
         if self.environments.is_empty() || self.stages.is_empty() {
             return Err(InfraError::Plan(
@@ -279,6 +288,7 @@ impl PlanFile {
             p50_s: duration("p50", p50)?.as_secs_f64(),
             p99_s: duration("p99", p99)?.as_secs_f64(),
             sla_wait_s: duration("sla_wait", &e.sla_wait)?.as_secs_f64(),
+            commit_interval_s: duration("commit_interval", &self.commit_interval)?.as_secs_f64(),
             peak_rate: e.peak_rate,
             replica_cost_per_hour: e.replica_cost_per_hour,
             budget_per_day: e.budget_per_day,

@@ -157,8 +157,10 @@ fn the_plan_drives_the_manifests() {
         .iter()
         .position(|s| s.name == "ocr-embeddings")
         .unwrap();
-    // Twice the SLA wait: lagThreshold = μ × SLA doubles (25/s × 0.4 s = 10).
+    // Twice the SLA wait and a lazier commit: lagThreshold = μ × (SLA + commit interval)
+    // (25/s × (0.4 + 0.2) s = 15).
     p.environments[prod].stages[ocr].sla_wait = "400ms".into();
+    p.commit_interval = "200ms".into();
     // A digest pins the image every container runs.
     let digest = format!("sha256:{}", "0f".repeat(32));
     p.environments[prod].image_digest = Some(digest.clone());
@@ -175,7 +177,7 @@ fn the_plan_drives_the_manifests() {
                 )
         })
         .unwrap();
-    assert_eq!(so["spec"]["triggers"][0]["metadata"]["lagThreshold"], "10");
+    assert_eq!(so["spec"]["triggers"][0]["metadata"]["lagThreshold"], "15");
     assert_eq!(so["spec"]["maxReplicaCount"], 12, "the partitions cap it");
     assert_eq!(so["spec"]["triggers"][1]["type"], "prometheus");
     let d = docs
@@ -185,6 +187,15 @@ fn the_plan_drives_the_manifests() {
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["image"],
         format!("ghcr.io/example/docflow:0.1.0@{digest}")
+    );
+    // The consumers commit at the interval lagThreshold was derived with.
+    let env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "DOCFLOW_COMMIT_INTERVAL" && e["value"] == "200ms"),
+        "{env:?}"
     );
     // Without one, the tag.
     let mut tagged = p.clone();

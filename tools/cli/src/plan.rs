@@ -21,6 +21,9 @@ pub(crate) struct PlanArgs {
     /// Waiting-time SLA.
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     sla_wait: Duration,
+    /// The consumers' `--commit-interval` (records done but not committed count as lag).
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    commit_interval: Duration,
     /// Peak arrival rate, records/s.
     #[arg(long, default_value_t = 200.0)]
     peak_rate: f64,
@@ -43,6 +46,7 @@ pub(crate) fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         p50_s: args.p50.as_secs_f64(),
         p99_s: args.p99.as_secs_f64(),
         sla_wait_s: args.sla_wait.as_secs_f64(),
+        commit_interval_s: args.commit_interval.as_secs_f64(),
         peak_rate: args.peak_rate,
         replica_cost_per_hour: args.replica_cost_per_hour,
         budget_per_day: args.budget_per_day,
@@ -56,7 +60,7 @@ pub(crate) fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         p.service_rate
     );
     println!(
-        "  lagThreshold              {} (Little's law: μ × SLA wait)",
+        "  lagThreshold              {} (Little's law: μ × (SLA wait + commit interval))",
         p.lag_threshold
     );
     println!(

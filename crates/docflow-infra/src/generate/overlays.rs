@@ -17,7 +17,7 @@ fn plan_comment(out: &mut String, env: &Environment, stage: &StageSpec, p: &Stag
         out,
         "# {s} in {e}: p50 {p50}, p99 {p99} (measured: {by}); SLA wait {sla:.3} s; peak {peak} records/s;
 # cold start {cold:.0} s; {cost} per replica-hour, budget {budget} per day; {parts} partitions.
-#   μ = 1/p50 = {mu:.2} records/s per replica; lagThreshold = μ × SLA wait = {lt}
+#   μ = 1/p50 = {mu:.2} records/s per replica; lagThreshold = μ × (SLA wait + commit interval {ci:.3} s) = {lt}
 #   safe utilisation {rho:.2} (Kingman, service-time c² {cv2:.2}); the peak needs {peak_r} replicas
 #   minReplicas {min}, maxReplicas {max} (limited by the {lim}); floor cost {floor:.2} per day
 #   max.poll.interval.ms {mpi}
@@ -28,6 +28,7 @@ fn plan_comment(out: &mut String, env: &Environment, stage: &StageSpec, p: &Stag
         p99 = p.p99,
         by = p.measured_by,
         sla = i.sla_wait_s,
+        ci = i.commit_interval_s,
         peak = i.peak_rate,
         cold = i.cold_start_s,
         cost = i.replica_cost_per_hour,

@@ -81,11 +81,15 @@ pub(super) fn stage_base(
               value: 0.0.0.0:{METRICS_PORT}
             - name: DOCFLOW_SHUTDOWN_GRACE
               value: {grace}
+            # The plan's commit interval: lagThreshold counts its records (done, not committed).
+            - name: DOCFLOW_COMMIT_INTERVAL
+              value: {commit}
             # The overlay sets it from the plan (10 × p99, at least 300 s).
             - name: KAFKA_MAX_POLL_INTERVAL
               value: 300s
 ",
         grace = q(&format!("{stage_grace_s}s")),
+        commit = q(&plan.commit_interval),
     );
     for e in &stage.env {
         let _ = write!(
