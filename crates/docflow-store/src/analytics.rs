@@ -15,7 +15,8 @@
 //! batch (an upsert that changes nothing), in a fixed order: on PostgreSQL that locks the row,
 //! so a position save and its pruning can never interleave with a count of the same partition;
 //! SQLite serialises writers anyway. Counts are upserted in a fixed order too, so concurrent
-//! replicas cannot deadlock on them.
+//! replicas cannot deadlock on them. A batch costs a fixed number of statements, however
+//! many records and count rows it holds: one multi-row statement per table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -32,8 +33,27 @@ pub const HOUR_MS: i64 = 3_600_000;
 /// One day, milliseconds.
 pub const DAY_MS: i64 = 86_400_000;
 
-/// Rows per multi-row insert of counted offsets (3 parameters each; SQLite allows 32,766).
-const APPLIED_CHUNK: usize = 500;
+/// Rows per multi-row statement (at most 5 parameters each; SQLite allows 32,766).
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// A stage result's key: tenant, document, stage, version, outcome.
+type StageResult<'a> = (&'a String, &'a String, &'a String, i64, &'a String);
+
+/// `head VALUES ($1, …), (…) tail`: `rows` rows of `cols` parameters.
+fn values_sql(head: &str, cols: usize, rows: usize, tail: &str) -> String {
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows * cols * 6 + 8);
+    sql.push_str(head);
+    sql.push_str(" VALUES ");
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols {
+            let _ = write!(sql, "{}${}", if c == 0 { "" } else { ", " }, r * cols + c + 1);
+        }
+        sql.push(')');
+    }
+    sql.push_str(tail);
+    sql
+}
 
 /// What one record tells the rollup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,6 +242,10 @@ impl Analytics {
     }
 
     /// Counts `batch` in one transaction; the outcome of each delivery, in order.
+    ///
+    /// A fixed number of statements whatever the batch holds: one touch of the partitions'
+    /// positions, then per table one multi-row insert (in chunks of [`ROWS_PER_STATEMENT`]):
+    /// the counted offsets, the stage results, and the three count tables' upserts.
     pub async fn apply(&self, batch: &[Delivery]) -> Result<Vec<Applied>, StoreError> {
         let mut outcomes = vec![Applied::Duplicate; batch.len()];
         if batch.is_empty() {
@@ -229,24 +253,39 @@ impl Analytics {
         }
         let mut tx = self.pool.begin().await?;
 
-        // The live group's position of each partition, its row locked, in a fixed order.
-        let tps: BTreeSet<(&str, i32)> = batch
+        // The live group's position of each partition, its row locked, in a fixed order
+        // (a multi-row insert takes its rows in the order written).
+        let tps: Vec<(&str, i32)> = batch
             .iter()
             .map(|d| (d.topic.as_str(), d.partition))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let mut floor: HashMap<(&str, i32), i64> = HashMap::new();
-        for (topic, part) in &tps {
-            let next: i64 = sqlx::query_scalar(
-                "INSERT INTO analytics_positions (consumer_group, topic, part, next_offset) \
-                 VALUES ($1, $2, $3, 0) ON CONFLICT (consumer_group, topic, part) \
-                 DO UPDATE SET next_offset = analytics_positions.next_offset RETURNING next_offset",
-            )
-            .bind(&self.live_group)
-            .bind(*topic)
-            .bind(i64::from(*part))
-            .fetch_one(&mut *tx)
-            .await?;
-            floor.insert((topic, *part), next);
+        let mut floor: HashMap<(String, i32), i64> = HashMap::new();
+        for chunk in tps.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_positions (consumer_group, topic, part, next_offset)",
+                4,
+                chunk.len(),
+                " ON CONFLICT (consumer_group, topic, part) \
+                 DO UPDATE SET next_offset = analytics_positions.next_offset \
+                 RETURNING topic, part, next_offset",
+            );
+            let mut q = sqlx::query(&sql);
+            for (topic, part) in chunk {
+                q = q
+                    .bind(self.live_group.as_str())
+                    .bind(*topic)
+                    .bind(i64::from(*part))
+                    .bind(0_i64);
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                let part: i64 = row.try_get(1)?;
+                floor.insert(
+                    (row.try_get(0)?, i32::try_from(part).unwrap_or(i32::MAX)),
+                    row.try_get(2)?,
+                );
+            }
         }
 
         // Records at or above it, each once.
@@ -255,20 +294,19 @@ impl Analytics {
             .filter(|&i| {
                 let d = &batch[i];
                 let at_or_above = floor
-                    .get(&(d.topic.as_str(), d.partition))
+                    .get(&(d.topic.clone(), d.partition))
                     .is_none_or(|f| d.offset >= *f);
                 at_or_above && seen.insert((d.topic.as_str(), d.partition, d.offset))
             })
             .collect();
         let mut new: HashSet<(String, i64, i64)> = HashSet::new();
-        for chunk in candidates.chunks(APPLIED_CHUNK) {
-            let mut sql = String::from("INSERT INTO analytics_applied (topic, part, off) VALUES ");
-            for n in 0..chunk.len() {
-                let b = 3 * n;
-                let sep = if n == 0 { "" } else { ", " };
-                let _ = write!(sql, "{sep}(${}, ${}, ${})", b + 1, b + 2, b + 3);
-            }
-            sql.push_str(" ON CONFLICT (topic, part, off) DO NOTHING RETURNING topic, part, off");
+        for chunk in candidates.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_applied (topic, part, off)",
+                3,
+                chunk.len(),
+                " ON CONFLICT (topic, part, off) DO NOTHING RETURNING topic, part, off",
+            );
             let mut q = sqlx::query(&sql);
             for &i in chunk {
                 let d = &batch[i];
@@ -281,16 +319,82 @@ impl Analytics {
                 new.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
             }
         }
+        let fresh: Vec<usize> = candidates
+            .into_iter()
+            .filter(|&i| {
+                let d = &batch[i];
+                new.contains(&(d.topic.clone(), i64::from(d.partition), d.offset))
+            })
+            .collect();
+
+        // A stage result counts once: the new records' results not recorded before, each
+        // counted at its first record in the batch.
+        let mut first_of: BTreeMap<StageResult<'_>, usize> = BTreeMap::new();
+        for &i in &fresh {
+            if let Fact::Processed {
+                tenant,
+                document_id,
+                stage,
+                stage_version,
+                outcome,
+                ..
+            } = &batch[i].fact
+            {
+                first_of
+                    .entry((tenant, document_id, stage, i64::from(*stage_version), outcome))
+                    .or_insert(i);
+            }
+        }
+        let results: Vec<(&StageResult<'_>, &usize)> = first_of.iter().collect();
+        let mut recorded: HashSet<(String, String, String, i64, String)> = HashSet::new();
+        for chunk in results.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_stage_results \
+                 (tenant_id, document_id, stage, stage_version, outcome)",
+                5,
+                chunk.len(),
+                " ON CONFLICT DO NOTHING \
+                 RETURNING tenant_id, document_id, stage, stage_version, outcome",
+            );
+            let mut q = sqlx::query(&sql);
+            for ((tenant, document_id, stage, version, outcome), _) in chunk {
+                q = q
+                    .bind(tenant.as_str())
+                    .bind(document_id.as_str())
+                    .bind(stage.as_str())
+                    .bind(*version)
+                    .bind(outcome.as_str());
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                recorded.insert((
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                    row.try_get(4)?,
+                ));
+            }
+        }
+        let first_new: HashSet<usize> = first_of
+            .iter()
+            .filter(|((t, d, s, v, o), _)| {
+                recorded.contains(&(
+                    (*t).clone(),
+                    (*d).clone(),
+                    (*s).clone(),
+                    *v,
+                    (*o).clone(),
+                ))
+            })
+            .map(|(_, i)| *i)
+            .collect();
 
         // What the new records say.
         let mut uploads: BTreeMap<(&str, i64, &str), Counts> = BTreeMap::new();
         let mut stages: BTreeMap<(&str, i64, &str, &str), i64> = BTreeMap::new();
         let mut dead: BTreeMap<(&str, i64, &str, &str), i64> = BTreeMap::new();
-        for &i in &candidates {
+        for &i in &fresh {
             let d = &batch[i];
-            if !new.contains(&(d.topic.clone(), i64::from(d.partition), d.offset)) {
-                continue;
-            }
             match &d.fact {
                 Fact::Uploaded {
                     tenant,
@@ -307,27 +411,12 @@ impl Analytics {
                 }
                 Fact::Processed {
                     tenant,
-                    document_id,
                     stage,
-                    stage_version,
                     outcome,
                     at_ms,
+                    ..
                 } => {
-                    let first = sqlx::query(
-                        "INSERT INTO analytics_stage_results \
-                         (tenant_id, document_id, stage, stage_version, outcome) \
-                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                    )
-                    .bind(tenant.as_str())
-                    .bind(document_id.as_str())
-                    .bind(stage.as_str())
-                    .bind(i64::from(*stage_version))
-                    .bind(outcome.as_str())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-                        > 0;
-                    if first {
+                    if first_new.contains(&i) {
                         *stages
                             .entry((tenant, Granularity::Hour.floor(*at_ms), stage, outcome))
                             .or_default() += 1;
@@ -352,48 +441,68 @@ impl Analytics {
             }
         }
 
-        for ((tenant, hour, content_type), c) in &uploads {
-            sqlx::query(
-                "INSERT INTO analytics_uploads (tenant_id, hour_ms, content_type, documents, bytes) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, hour_ms, content_type) \
+        // The counts, one upsert per table (keys in a fixed order, so concurrent replicas
+        // cannot deadlock on them).
+        let uploads: Vec<_> = uploads.into_iter().collect();
+        for chunk in uploads.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_uploads (tenant_id, hour_ms, content_type, documents, bytes)",
+                5,
+                chunk.len(),
+                " ON CONFLICT (tenant_id, hour_ms, content_type) \
                  DO UPDATE SET documents = analytics_uploads.documents + excluded.documents, \
                  bytes = analytics_uploads.bytes + excluded.bytes",
-            )
-            .bind(*tenant)
-            .bind(*hour)
-            .bind(*content_type)
-            .bind(c.documents)
-            .bind(c.bytes)
-            .execute(&mut *tx)
-            .await?;
+            );
+            let mut q = sqlx::query(&sql);
+            for ((tenant, hour, content_type), c) in chunk {
+                q = q
+                    .bind(*tenant)
+                    .bind(*hour)
+                    .bind(*content_type)
+                    .bind(c.documents)
+                    .bind(c.bytes);
+            }
+            q.execute(&mut *tx).await?;
         }
-        for ((tenant, hour, stage, outcome), n) in &stages {
-            sqlx::query(
-                "INSERT INTO analytics_outcomes (tenant_id, hour_ms, stage, outcome, documents) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, hour_ms, stage, outcome) \
+        let stages: Vec<_> = stages.into_iter().collect();
+        for chunk in stages.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_outcomes (tenant_id, hour_ms, stage, outcome, documents)",
+                5,
+                chunk.len(),
+                " ON CONFLICT (tenant_id, hour_ms, stage, outcome) \
                  DO UPDATE SET documents = analytics_outcomes.documents + excluded.documents",
-            )
-            .bind(*tenant)
-            .bind(*hour)
-            .bind(*stage)
-            .bind(*outcome)
-            .bind(*n)
-            .execute(&mut *tx)
-            .await?;
+            );
+            let mut q = sqlx::query(&sql);
+            for ((tenant, hour, stage, outcome), n) in chunk {
+                q = q
+                    .bind(*tenant)
+                    .bind(*hour)
+                    .bind(*stage)
+                    .bind(*outcome)
+                    .bind(*n);
+            }
+            q.execute(&mut *tx).await?;
         }
-        for ((tenant, hour, topic, class), n) in &dead {
-            sqlx::query(
-                "INSERT INTO analytics_dead_letters (tenant_id, hour_ms, topic, error_class, records) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, hour_ms, topic, error_class) \
+        let dead: Vec<_> = dead.into_iter().collect();
+        for chunk in dead.chunks(ROWS_PER_STATEMENT) {
+            let sql = values_sql(
+                "INSERT INTO analytics_dead_letters (tenant_id, hour_ms, topic, error_class, records)",
+                5,
+                chunk.len(),
+                " ON CONFLICT (tenant_id, hour_ms, topic, error_class) \
                  DO UPDATE SET records = analytics_dead_letters.records + excluded.records",
-            )
-            .bind(*tenant)
-            .bind(*hour)
-            .bind(*topic)
-            .bind(*class)
-            .bind(*n)
-            .execute(&mut *tx)
-            .await?;
+            );
+            let mut q = sqlx::query(&sql);
+            for ((tenant, hour, topic, class), n) in chunk {
+                q = q
+                    .bind(*tenant)
+                    .bind(*hour)
+                    .bind(*topic)
+                    .bind(*class)
+                    .bind(*n);
+            }
+            q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(outcomes)
@@ -587,6 +696,105 @@ mod tests {
         assert_eq!(Granularity::Day.ceil(t), Granularity::Day.floor(t) + DAY_MS);
         assert_eq!(Granularity::Hour.floor(-1), -HOUR_MS);
         assert!("week".parse::<Granularity>().is_err());
+    }
+
+    /// A mixed batch (tenants, hours, content types, partitions, stage results announced
+    /// twice within it, dead letters, deliveries repeated in it) counted in one call ends
+    /// with the same rollup, and the same outcome per delivery, as each delivery counted
+    /// alone in order.
+    #[tokio::test]
+    async fn one_batch_counts_what_its_records_count_one_by_one() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut batch = Vec::new();
+        for offset in 0..600_i64 {
+            let partition = i32::try_from(next(3)).unwrap();
+            let tenant = ["a", "b", "c"][usize::try_from(next(3)).unwrap()].to_owned();
+            let at_ms = i64::try_from(next(5)).unwrap() * HOUR_MS + 17;
+            let fact = match next(10) {
+                0..=5 => Fact::Uploaded {
+                    tenant,
+                    content_type: ["application/pdf", "image/png"][usize::try_from(next(2)).unwrap()]
+                        .into(),
+                    bytes: i64::try_from(next(1000)).unwrap(),
+                    at_ms,
+                },
+                6..=8 => Fact::Processed {
+                    tenant,
+                    document_id: format!("d{}", next(40)),
+                    stage: ["thumbnails", "ocr-embeddings"][usize::try_from(next(2)).unwrap()]
+                        .into(),
+                    stage_version: 1,
+                    outcome: ["OK", "FAILED"][usize::try_from(next(2)).unwrap()].into(),
+                    at_ms,
+                },
+                _ => Fact::DeadLettered {
+                    tenant: (next(2) == 0).then_some(tenant),
+                    error_class: "avro".into(),
+                    at_ms,
+                },
+            };
+            let d = Delivery {
+                topic: if matches!(fact, Fact::Processed { .. }) {
+                    "done".into()
+                } else {
+                    "up".into()
+                },
+                partition,
+                offset,
+                fact,
+            };
+            // Now and then the same delivery twice.
+            if next(20) == 0 {
+                batch.push(d.clone());
+            }
+            batch.push(d);
+        }
+        for (db, a) in backends().await {
+            let (db1, a1) = {
+                let db1 = crate::scratch::ScratchDb::all()
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .find(|d| d.backend() == db.backend())
+                    .unwrap();
+                let pool = crate::open(&db1.url, 2).await.unwrap();
+                (db1, Analytics::new(pool, "live"))
+            };
+            let together = a.apply(&batch).await.unwrap();
+            let mut alone = Vec::new();
+            for d in &batch {
+                alone.extend(a1.apply(std::slice::from_ref(d)).await.unwrap());
+            }
+            assert_eq!(together, alone, "{:?}", db.backend());
+            assert!(together.contains(&Applied::Duplicate));
+            let day = 5 * HOUR_MS;
+            for tenant in [None, Some("a"), Some("b")] {
+                assert_eq!(
+                    a.rollup(tenant, 0, day, Granularity::Hour).await.unwrap(),
+                    a1.rollup(tenant, 0, day, Granularity::Hour).await.unwrap(),
+                    "{:?} {tenant:?}",
+                    db.backend()
+                );
+            }
+            for (d, x) in [(db, a), (db1, a1)] {
+                x.pool.close().await;
+                d.drop_now().await.unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn values_sql_numbers_every_parameter() {
+        assert_eq!(
+            values_sql("INSERT INTO t (a, b)", 2, 3, " ON CONFLICT DO NOTHING"),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4), ($5, $6) ON CONFLICT DO NOTHING"
+        );
     }
 
     #[tokio::test]
