@@ -399,7 +399,8 @@ fn plan_and_simulate_reproduce_the_seeds_figures() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("lagThreshold: \"5\""), "{text}");
+    // μ × (SLA wait + commit interval) = 25 × 0.3 = 7.5.
+    assert!(text.contains("lagThreshold: \"8\""), "{text}");
     assert!(text.contains("maxReplicaCount: 40"), "{text}");
     assert!(text.contains("limited by the budget"), "{text}");
 
@@ -518,10 +519,10 @@ fn infra_is_generated_validated_and_explained() {
         "upload-rate=150",
     ]);
     assert!(ok, "{text}{err}");
-    // Lag 1200 capped at 12 partitions × lagThreshold 5 = 60 → 12 replicas; the rate
+    // Lag 1200 capped at 12 partitions × lagThreshold 8 = 96 → 12 replicas; the rate
     // 150/s at 22.73 per replica asks for 7; maxReplicaCount 12.
     assert!(text.contains("lag 1200 over 12 partitions"), "{text}");
-    assert!(text.contains("metric 60 (capped"), "{text}");
+    assert!(text.contains("metric 96 (capped"), "{text}");
     assert!(text.contains("desired replicas: 12"), "{text}");
     // Without the rate trigger's metric it says what is missing; `--name ocr` is the
     // ScaledObject of that service.
