@@ -47,7 +47,12 @@ fn values_sql(head: &str, cols: usize, rows: usize, tail: &str) -> String {
     for r in 0..rows {
         sql.push_str(if r == 0 { "(" } else { ", (" });
         for c in 0..cols {
-            let _ = write!(sql, "{}${}", if c == 0 { "" } else { ", " }, r * cols + c + 1);
+            let _ = write!(
+                sql,
+                "{}${}",
+                if c == 0 { "" } else { ", " },
+                r * cols + c + 1
+            );
         }
         sql.push(')');
     }
@@ -341,7 +346,13 @@ impl Analytics {
             } = &batch[i].fact
             {
                 first_of
-                    .entry((tenant, document_id, stage, i64::from(*stage_version), outcome))
+                    .entry((
+                        tenant,
+                        document_id,
+                        stage,
+                        i64::from(*stage_version),
+                        outcome,
+                    ))
                     .or_insert(i);
             }
         }
@@ -378,13 +389,7 @@ impl Analytics {
         let first_new: HashSet<usize> = first_of
             .iter()
             .filter(|((t, d, s, v, o), _)| {
-                recorded.contains(&(
-                    (*t).clone(),
-                    (*d).clone(),
-                    (*s).clone(),
-                    *v,
-                    (*o).clone(),
-                ))
+                recorded.contains(&((*t).clone(), (*d).clone(), (*s).clone(), *v, (*o).clone()))
             })
             .map(|(_, i)| *i)
             .collect();
@@ -719,8 +724,9 @@ mod tests {
             let fact = match next(10) {
                 0..=5 => Fact::Uploaded {
                     tenant,
-                    content_type: ["application/pdf", "image/png"][usize::try_from(next(2)).unwrap()]
-                        .into(),
+                    content_type: ["application/pdf", "image/png"]
+                        [usize::try_from(next(2)).unwrap()]
+                    .into(),
                     bytes: i64::try_from(next(1000)).unwrap(),
                     at_ms,
                 },
