@@ -73,6 +73,13 @@ struct Args {
     /// Scale-down policy period for 2 pods, s (compressed from the seed's 120 s).
     #[arg(long, default_value_t = 30)]
     down_period: u32,
+    /// The replicas' `--commit-interval`; lagThreshold adds its records (`docflow plan`).
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    commit_interval: Duration,
+    /// Also run the load with 1 s commits and lagThreshold μ × SLA (the runtime's cadence
+    /// before prompt commits), and compare replica-seconds.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    compare: bool,
     /// Markdown report to write (an .svg beside it).
     #[arg(long, default_value = "bench/results/autoscale-local.md")]
     out: std::path::PathBuf,
@@ -166,6 +173,58 @@ struct Tick {
     ready: u32,
 }
 
+/// How the replicas commit and what lagThreshold the trigger uses: the run's variable.
+#[derive(Debug, Clone)]
+struct Variant {
+    name: &'static str,
+    /// The replicas' `--commit-interval`.
+    commit_interval: Duration,
+    /// What lagThreshold adds to the SLA wait (`docflow plan` adds the commit interval).
+    threshold_adds_commit: bool,
+}
+
+/// What one run of the load showed.
+struct Outcome {
+    lag_threshold: f64,
+    ticks: Vec<Tick>,
+    events: Vec<(f64, u32, u32)>,
+    total: usize,
+    rows: i64,
+    redelivered: i64,
+    outside: f64,
+    wait_series: Vec<(f64, f64)>,
+    latency: (f64, f64, f64),
+}
+
+impl Outcome {
+    /// Replica-seconds of processes serving, over [`from`, `to`) of the run (the sync ticks'
+    /// step function).
+    fn replica_seconds(&self, from: f64, to: f64) -> f64 {
+        self.ticks
+            .windows(2)
+            .map(|w| {
+                let (a, b) = (w[0].t.max(from), w[1].t.min(to));
+                if b > a {
+                    (b - a) * f64::from(w[0].ready)
+                } else {
+                    0.0
+                }
+            })
+            .sum()
+    }
+
+    /// Mean of the trigger's lag over the ticks in [`from`, `to`).
+    fn mean_lag(&self, from: f64, to: f64) -> f64 {
+        let lags: Vec<f64> = self
+            .ticks
+            .iter()
+            .filter(|t| t.t >= from && t.t < to)
+            .map(|t| t.lag as f64)
+            .collect();
+        lags.iter().sum::<f64>() / (lags.len().max(1) as f64)
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -180,18 +239,252 @@ async fn main() -> anyhow::Result<()> {
     };
     let mu = measure_service_rate(&stack, &args).await?;
     println!("measured service rate: {mu:.1} records/s per replica");
-    let lag_threshold = (mu * args.sla_wait).round().max(1.0);
+    let prompt = Variant {
+        name: "prompt commits",
+        commit_interval: args.commit_interval,
+        threshold_adds_commit: true,
+    };
+    let lazy = Variant {
+        name: "1 s commits, lagThreshold μ × SLA",
+        commit_interval: Duration::from_secs(1),
+        threshold_adds_commit: false,
+    };
+    let mut runs = Vec::new();
+    for v in [&prompt, &lazy]
+        .into_iter()
+        .take(if args.compare { 2 } else { 1 })
+    {
+        println!("== {}", v.name);
+        runs.push(run_load(&stack, &args, mu, v).await?);
+    }
+    let o = &runs[0];
     let rate_target = mu * args.utilisation;
 
+    // The same parameters, simulated.
+    let scenario = Scenario {
+        service_rate: mu,
+        sla_wait_s: args.sla_wait,
+        cold_start_s: args.cold_start,
+        initial_replicas: args.replicas,
+        partitions: u32::try_from(args.partitions)?,
+        arrivals: vec![
+            (0.0, args.from_rate),
+            (args.step_at, args.to_rate),
+            (args.back_at, args.from_rate),
+        ],
+        duration_s: args.duration,
+        scaling: Scaling::Keda {
+            hpa: hpa(&args, o.lag_threshold),
+            sync_period_s: args.sync,
+            rate_per_replica: Some(rate_target),
+        },
+    };
+    let sim = simulate::run(&scenario);
+    let ratio = o.outside / sim.outside_sla_s.max(1.0);
+    let ups = o.events.iter().filter(|(_, a, b)| b > a).count();
+    // Thrashing: a scale-up after a scale-down while the load is unchanged.
+    let thrash = o.events.windows(2).any(|w| {
+        w[0].2 < w[0].1
+            && w[1].2 > w[1].1
+            && (rate_at(&args, w[0].0) - rate_at(&args, w[1].0)).abs() < 1.0
+    });
+    let last_lag = o.ticks.last().map_or(0, |t| t.lag);
+
+    let mut md = docflow_bench::report_head(
+        "Scale-up path, load-tested with a local autoscaler",
+        "autoscale-bench",
+        &format!(
+            "broker: embedded Nisshi (memory storage) on loopback; replicas: docflow-testbed processes ({} ms a record, 1 worker, a {database} row per record); database: {database}",
+            args.work_ms
+        ),
+    );
+    let _ = write!(
+        md,
+        "A local autoscaler syncs every {} s: KEDA's Kafka metric (lagThreshold {:.0} = μ × (SLA {} s + commit interval {} s), as `docflow plan` derives it; earliest, partitions cap) and a rate trigger (the topic's growth, target {rate_target:.1} records/s per replica = μ × {}), the HPA's rules (up: 30 s window, +100 %/60 s; down: {} s window, −2 pods/{} s; min {}, max {}). A replica asked for starts its process after an injected cold start of {} s (then joins the group: a rebalance); the replicas commit at most every {} s (`--commit-interval`). Load: {} → {} records/s at {} s, back to {} at {} s, {} s in all; {} partitions. Measured service rate μ = {mu:.1} records/s per replica (one replica over a 400-record backlog).\n\n",
+        args.sync,
+        o.lag_threshold,
+        args.sla_wait,
+        prompt.commit_interval.as_secs_f64(),
+        args.utilisation,
+        args.down_window,
+        args.down_period,
+        args.replicas,
+        args.partitions,
+        args.cold_start,
+        prompt.commit_interval.as_secs_f64(),
+        args.from_rate,
+        args.to_rate,
+        args.step_at,
+        args.from_rate,
+        args.back_at,
+        args.duration,
+        args.partitions,
+    );
+    let _ = write!(
+        md,
+        "| | measured | simulated (same parameters, μ measured) |\n|---|---|---|\n\
+         | time outside the SLA (median wait of the records produced in a second > {} s) | {:.0} s | {:.0} s |\n\
+         | ratio measured / simulated | {ratio:.2} | |\n\
+         | peak replicas | {} | {} |\n\
+         | scale-ups | {ups} | {} |\n\
+         | thrashing (up again after a down at unchanged load) | {} | |\n\
+         | lag at the end of the run | {last_lag} records | |\n\n",
+        args.sla_wait,
+        o.outside,
+        sim.outside_sla_s,
+        o.ticks.iter().map(|t| t.requested).max().unwrap_or(0),
+        sim.peak_replicas,
+        sim.scale_ups,
+        if thrash { "yes" } else { "no" },
+    );
+    let (p50, p99, max) = o.latency;
+    let _ = write!(
+        md,
+        "Records: {} produced, {} recorded by the replicas ({} lost), {} redelivered (at-least-once across the rebalances; each counted once). End-to-end latency over the run: p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms.\n\nScale events (t, from → to): {}\n\n",
+        o.total,
+        o.rows,
+        i64::try_from(o.total)? - o.rows,
+        o.redelivered,
+        scale_events(&o.events),
+    );
+    if runs.len() > 1 {
+        let _ = write!(
+            md,
+            "## Prompt commits against librdkafka's 1 s auto-commit cadence\n\n\
+             The same load, one run after the other on one stack, μ the same measurement. Kafka's lag, what KEDA reads, counts the records done but not yet committed: with a commit a second and a lagThreshold of μ × SLA, those read as demand. Replica-seconds: processes serving, summed over the run and over the part after the load fell back ({} s on).\n\n\
+             | | lagThreshold | trigger's lag at {} records/s before the step (mean) | after the load fell (mean) | replica-seconds | replica-seconds after the load fell | time outside the SLA | scale events |\n|---|---|---|---|---|---|---|---|\n",
+            args.back_at, args.from_rate,
+        );
+        for (v, r) in [&prompt, &lazy].iter().zip(&runs) {
+            let _ = writeln!(
+                md,
+                "| {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} s | {} |",
+                v.name,
+                r.lag_threshold,
+                r.mean_lag(args.sync, args.step_at),
+                r.mean_lag(args.back_at + args.sync, args.duration),
+                r.replica_seconds(0.0, args.duration),
+                r.replica_seconds(args.back_at, args.duration),
+                r.outside,
+                scale_events(&r.events),
+            );
+        }
+        md.push('\n');
+    }
+    let svg_path = args.out.with_extension("svg");
+    let chart = svg(
+        &[
+            Panel {
+                title: "lag, records".into(),
+                series: vec![
+                    Series {
+                        name: "measured".into(),
+                        points: o.ticks.iter().map(|t| (t.t, t.lag as f64)).collect(),
+                        dashed: false,
+                    },
+                    Series {
+                        name: "simulated".into(),
+                        points: sim.timeline.iter().map(|s| (s.t, s.backlog)).collect(),
+                        dashed: true,
+                    },
+                ],
+            },
+            Panel {
+                title: "replicas asked for".into(),
+                series: vec![
+                    Series {
+                        name: "measured".into(),
+                        points: o
+                            .ticks
+                            .iter()
+                            .map(|t| (t.t, f64::from(t.requested)))
+                            .collect(),
+                        dashed: false,
+                    },
+                    Series {
+                        name: "measured, serving (process started)".into(),
+                        points: o.ticks.iter().map(|t| (t.t, f64::from(t.ready))).collect(),
+                        dashed: false,
+                    },
+                    Series {
+                        name: "simulated".into(),
+                        points: sim
+                            .timeline
+                            .iter()
+                            .map(|s| (s.t, f64::from(s.requested)))
+                            .collect(),
+                        dashed: true,
+                    },
+                ],
+            },
+            Panel {
+                title: "median wait of the records produced each second, s".into(),
+                series: vec![Series {
+                    name: "measured".into(),
+                    points: o.wait_series.clone(),
+                    dashed: false,
+                }],
+            },
+        ],
+        args.duration,
+    );
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&svg_path, chart)?;
+    let _ = writeln!(
+        md,
+        "![lag, replicas and wait over time]({})",
+        svg_path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    docflow_bench::write_report(&args.out, &md)?;
+    print!("{md}");
+    for r in &runs {
+        anyhow::ensure!(r.rows == i64::try_from(r.total)?, "records were lost");
+    }
+    stack.stop().await?;
+    Ok(())
+}
+
+fn scale_events(events: &[(f64, u32, u32)]) -> String {
+    events
+        .iter()
+        .map(|(t, a, b)| format!("{t:.0} s {a}→{b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One run of the load under `v`: the autoscaler, the replicas, what they recorded.
+async fn run_load(stack: &Stack, args: &Args, mu: f64, v: &Variant) -> anyhow::Result<Outcome> {
+    let lag_threshold = plan_threshold(args, mu, v);
+    let rate_target = mu * args.utilisation;
     let topic = stack.topic("bench-autoscale", args.partitions).await?;
     let group = unique_name("autoscaled");
     let pool = docflow_store::open(&stack.database_url, 4).await?;
+    // Each run's own ids: the rows of an earlier run are not this run's.
+    let prefix = format!("as{}-", unique_name("r"));
+    let replica = |stack: &Stack| -> anyhow::Result<tokio::process::Command> {
+        let mut c = testbed(stack, &topic, &group, args.work_ms)?;
+        c.env(
+            "DOCFLOW_COMMIT_INTERVAL",
+            format!("{}ms", v.commit_interval.as_millis()),
+        );
+        Ok(c)
+    };
 
     // The load: paced produce following the step; ids numbered in order.
     let produced = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let load = {
-        let (kafka, topic, produced) = (stack.kafka(), topic.clone(), produced.clone());
+        let (kafka, topic, produced, prefix) = (
+            stack.kafka(),
+            topic.clone(),
+            produced.clone(),
+            prefix.clone(),
+        );
         let (from, to, step_at, back_at, duration) = (
             args.from_rate,
             args.to_rate,
@@ -212,7 +505,7 @@ async fn main() -> anyhow::Result<()> {
                 }
                 // Each record's due time follows the rate at that moment.
                 while next <= t {
-                    let id = format!("as-{i:08}");
+                    let id = format!("{prefix}{i:08}");
                     pending.push(
                         producer
                             .send_result(
@@ -243,7 +536,7 @@ async fn main() -> anyhow::Result<()> {
     // The autoscaler.
     let mut trigger = KafkaTrigger::new(&group, &topic, lag_threshold as i64);
     trigger.offset_reset_policy = ResetPolicy::Earliest;
-    let hpa_lag = hpa(&args, lag_threshold);
+    let hpa_lag = hpa(args, lag_threshold);
     let hpa_rate = Hpa {
         target: rate_target,
         ..hpa_lag.clone()
@@ -253,7 +546,7 @@ async fn main() -> anyhow::Result<()> {
     let mut running: Vec<tokio::process::Child> = Vec::new();
     let mut starting: Vec<f64> = Vec::new();
     for _ in 0..args.replicas {
-        running.push(testbed(&stack, &topic, &group, args.work_ms)?.spawn()?);
+        running.push(replica(stack)?.spawn()?);
     }
     let mut ticks: Vec<Tick> = Vec::new();
     let mut events: Vec<(f64, u32, u32)> = Vec::new();
@@ -269,7 +562,7 @@ async fn main() -> anyhow::Result<()> {
         let due = starting.iter().filter(|at| **at <= t).count();
         starting.retain(|at| *at > t);
         for _ in 0..due {
-            running.push(testbed(&stack, &topic, &group, args.work_ms)?.spawn()?);
+            running.push(replica(stack)?.spawn()?);
         }
         if t >= next_sync {
             next_sync += args.sync;
@@ -340,20 +633,23 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // What the replicas recorded.
-    let rows: i64 = sqlx::query("SELECT COUNT(*) FROM testbed_rows WHERE msg_id LIKE 'as-%'")
+    let like = format!("{prefix}%");
+    let rows: i64 = sqlx::query("SELECT COUNT(*) FROM testbed_rows WHERE msg_id LIKE $1")
+        .bind(&like)
         .fetch_one(&pool)
         .await?
         .try_get(0)?;
     let redelivered: i64 = sqlx::query(
-        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM testbed_redeliveries WHERE msg_id LIKE 'as-%'",
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM testbed_redeliveries WHERE msg_id LIKE $1",
     )
+    .bind(&like)
     .fetch_one(&pool)
     .await?
     .try_get(0)?;
-    let lat =
-        sqlx::query("SELECT produced_ms, done_ms FROM testbed_latency WHERE msg_id LIKE 'as-%'")
-            .fetch_all(&pool)
-            .await?;
+    let lat = sqlx::query("SELECT produced_ms, done_ms FROM testbed_latency WHERE msg_id LIKE $1")
+        .bind(&like)
+        .fetch_all(&pool)
+        .await?;
     let t0_ms = lat
         .iter()
         .map(|r| r.try_get::<i64, _>(0).unwrap_or(i64::MAX))
@@ -381,162 +677,27 @@ async fn main() -> anyhow::Result<()> {
             outside += 1.0;
         }
     }
-    let (p50, p99, max) = docflow_bench::percentiles(all);
+    pool.close().await;
+    Ok(Outcome {
+        lag_threshold,
+        ticks,
+        events,
+        total,
+        rows,
+        redelivered,
+        outside,
+        wait_series,
+        latency: docflow_bench::percentiles(all),
+    })
+}
 
-    // The same parameters, simulated.
-    let scenario = Scenario {
-        service_rate: mu,
-        sla_wait_s: args.sla_wait,
-        cold_start_s: args.cold_start,
-        initial_replicas: args.replicas,
-        partitions: u32::try_from(args.partitions)?,
-        arrivals: vec![
-            (0.0, args.from_rate),
-            (args.step_at, args.to_rate),
-            (args.back_at, args.from_rate),
-        ],
-        duration_s: args.duration,
-        scaling: Scaling::Keda {
-            hpa: hpa_lag.clone(),
-            sync_period_s: args.sync,
-            rate_per_replica: Some(rate_target),
-        },
+/// lagThreshold as `docflow plan` derives it for `v`: μ × (SLA wait + commit interval), or
+/// μ × SLA wait alone (what it was before the commit interval was counted).
+fn plan_threshold(args: &Args, mu: f64, v: &Variant) -> f64 {
+    let commit = if v.threshold_adds_commit {
+        v.commit_interval.as_secs_f64()
+    } else {
+        0.0
     };
-    let sim = simulate::run(&scenario);
-    let ratio = outside / sim.outside_sla_s.max(1.0);
-    let ups = events.iter().filter(|(_, a, b)| b > a).count();
-    // Thrashing: a scale-up after a scale-down while the load is unchanged.
-    let thrash = events.windows(2).any(|w| {
-        w[0].2 < w[0].1
-            && w[1].2 > w[1].1
-            && (rate_at(&args, w[0].0) - rate_at(&args, w[1].0)).abs() < 1.0
-    });
-    let last_lag = ticks.last().map_or(0, |t| t.lag);
-
-    let mut md = docflow_bench::report_head(
-        "Scale-up path, load-tested with a local autoscaler",
-        "autoscale-bench",
-        &format!(
-            "broker: embedded Nisshi (memory storage) on loopback; replicas: docflow-testbed processes ({} ms a record, 1 worker, a {database} row per record); database: {database}",
-            args.work_ms
-        ),
-    );
-    let _ = write!(
-        md,
-        "A local autoscaler syncs every {} s: KEDA's Kafka metric (lagThreshold {lag_threshold:.0} = μ × SLA {} s, earliest, partitions cap) and a rate trigger (the topic's growth, target {rate_target:.1} records/s per replica = μ × {}), the HPA's rules (up: 30 s window, +100 %/60 s; down: {} s window, −2 pods/{} s; min {}, max {}). A replica asked for starts its process after an injected cold start of {} s (then joins the group: a rebalance). Load: {} → {} records/s at {} s, back to {} at {} s, {} s in all; {} partitions. Measured service rate μ = {mu:.1} records/s per replica (one replica over a 400-record backlog).\n\n",
-        args.sync,
-        args.sla_wait,
-        args.utilisation,
-        args.down_window,
-        args.down_period,
-        args.replicas,
-        args.partitions,
-        args.cold_start,
-        args.from_rate,
-        args.to_rate,
-        args.step_at,
-        args.from_rate,
-        args.back_at,
-        args.duration,
-        args.partitions,
-    );
-    let _ = write!(
-        md,
-        "| | measured | simulated (same parameters, μ measured) |\n|---|---|---|\n\
-         | time outside the SLA (median wait of the records produced in a second > {} s) | {outside:.0} s | {:.0} s |\n\
-         | ratio measured / simulated | {ratio:.2} | |\n\
-         | peak replicas | {} | {} |\n\
-         | scale-ups | {ups} | {} |\n\
-         | thrashing (up again after a down at unchanged load) | {} | |\n\
-         | lag at the end of the run | {last_lag} records | |\n\n",
-        args.sla_wait,
-        sim.outside_sla_s,
-        ticks.iter().map(|t| t.requested).max().unwrap_or(0),
-        sim.peak_replicas,
-        sim.scale_ups,
-        if thrash { "yes" } else { "no" },
-    );
-    let _ = write!(
-        md,
-        "Records: {total} produced, {rows} recorded by the replicas ({} lost), {redelivered} redelivered (at-least-once across the rebalances; each counted once). End-to-end latency over the run: p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms.\n\nScale events (t, from → to): {}\n\n",
-        i64::try_from(total)? - rows,
-        events
-            .iter()
-            .map(|(t, a, b)| format!("{t:.0} s {a}→{b}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let svg_path = args.out.with_extension("svg");
-    let chart = svg(
-        &[
-            Panel {
-                title: "lag, records".into(),
-                series: vec![
-                    Series {
-                        name: "measured".into(),
-                        points: ticks.iter().map(|t| (t.t, t.lag as f64)).collect(),
-                        dashed: false,
-                    },
-                    Series {
-                        name: "simulated".into(),
-                        points: sim.timeline.iter().map(|s| (s.t, s.backlog)).collect(),
-                        dashed: true,
-                    },
-                ],
-            },
-            Panel {
-                title: "replicas asked for".into(),
-                series: vec![
-                    Series {
-                        name: "measured".into(),
-                        points: ticks
-                            .iter()
-                            .map(|t| (t.t, f64::from(t.requested)))
-                            .collect(),
-                        dashed: false,
-                    },
-                    Series {
-                        name: "measured, serving (process started)".into(),
-                        points: ticks.iter().map(|t| (t.t, f64::from(t.ready))).collect(),
-                        dashed: false,
-                    },
-                    Series {
-                        name: "simulated".into(),
-                        points: sim
-                            .timeline
-                            .iter()
-                            .map(|s| (s.t, f64::from(s.requested)))
-                            .collect(),
-                        dashed: true,
-                    },
-                ],
-            },
-            Panel {
-                title: "median wait of the records produced each second, s".into(),
-                series: vec![Series {
-                    name: "measured".into(),
-                    points: wait_series,
-                    dashed: false,
-                }],
-            },
-        ],
-        args.duration,
-    );
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&svg_path, chart)?;
-    let _ = writeln!(
-        md,
-        "![lag, replicas and wait over time]({})",
-        svg_path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
-    docflow_bench::write_report(&args.out, &md)?;
-    print!("{md}");
-    anyhow::ensure!(rows == i64::try_from(total)?, "records were lost");
-    stack.stop().await?;
-    Ok(())
+    (mu * (args.sla_wait + commit)).round().max(1.0)
 }

@@ -5,6 +5,10 @@
 //! 2. Latency: a heavy-tailed mix (90 % 60 ms, 10 % 2,400 ms) arriving at a fixed rate,
 //!    end-to-end p50/p99 with the pooled runtime versus strict in-order per-partition
 //!    processing with the same number of workers.
+//! 3. Latency at steady rates (100, 1,000, 5,000 records/s) with a 5 ms handler (a sleep;
+//!    and a sleep plus one database row per record, as the stages write), the runtime
+//!    against its floor: a bare librdkafka consumer handing each record to the same handler
+//!    with the same parallelism, no group, no offset bookkeeping, no commits.
 //!
 //! `make bench` runs it and writes `bench/results/runtime.md`.
 
@@ -44,6 +48,18 @@ struct Args {
     /// Workers (pooled) = partitions served in order (strict) in the latency run.
     #[arg(long, default_value_t = 6)]
     workers: usize,
+    /// Arrival rates of the steady-rate latency runs, records/s.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,5000")]
+    steady_rates: Vec<f64>,
+    /// Seconds of arrivals per steady-rate run.
+    #[arg(long, default_value_t = 10.0)]
+    steady_seconds: f64,
+    /// Handler time of the steady-rate runs, ms.
+    #[arg(long, default_value_t = 5)]
+    steady_work_ms: u64,
+    /// Workers (and buffer) of both consumers in the steady-rate runs.
+    #[arg(long, default_value_t = 64)]
+    steady_workers: usize,
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/runtime.md")]
     out: std::path::PathBuf,
@@ -200,6 +216,202 @@ async fn strict_in_order(
     Ok(l)
 }
 
+/// The steady-rate handler: sleeps, optionally writes one row, records the end-to-end
+/// latency of measured records (payload `R…`); a ping (`P…`) only says the consumer reads.
+struct Steady {
+    work: Duration,
+    db: Option<sqlx::AnyPool>,
+    latencies: Mutex<Vec<i64>>,
+    pinged: std::sync::atomic::AtomicBool,
+}
+
+impl Steady {
+    fn new(work: Duration, db: Option<sqlx::AnyPool>) -> Self {
+        Steady {
+            work,
+            db,
+            latencies: Mutex::new(Vec::new()),
+            pinged: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn done(&self) -> usize {
+        self.latencies.lock().map(|l| l.len()).unwrap_or(0)
+    }
+
+    async fn work(&self, key: &str, payload: &[u8], ts: Option<i64>) -> anyhow::Result<()> {
+        if payload.first() == Some(&b'P') {
+            self.pinged.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        tokio::time::sleep(self.work).await;
+        if let Some(db) = &self.db {
+            sqlx::query(
+                "INSERT INTO bench_steady_rows (id, done_ms) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(key)
+            .bind(now_ms())
+            .execute(db)
+            .await?;
+        }
+        let ts = ts.unwrap_or_else(now_ms);
+        if let Ok(mut l) = self.latencies.lock() {
+            l.push(now_ms() - ts);
+        }
+        Ok(())
+    }
+}
+
+impl Handler for Steady {
+    type Input = ();
+
+    async fn decode(&self, _record: &Record) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn handle(&self, record: &Record, (): &()) -> Result<(), HandlerError> {
+        let key = record
+            .key
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        self.work(
+            &key,
+            record.payload.as_deref().unwrap_or_default(),
+            record.timestamp_ms,
+        )
+        .await
+        .map_err(|e| HandlerError::transient("database", e.to_string()))
+    }
+}
+
+/// The floor: a bare consumer (assigned every partition, no group) handing each record to
+/// `steady` on its own task, at most `workers` at once, until `n` are measured.
+fn bare_steady(
+    kafka: &KafkaArgs,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    workers: usize,
+    steady: Arc<Steady>,
+    rt: tokio::runtime::Handle,
+) -> anyhow::Result<()> {
+    let c = from_beginning(kafka, "bench-floor", topic, partitions)?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(workers));
+    let start = Instant::now();
+    while steady.done() < n {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(600),
+            "bare consumer stalled"
+        );
+        let Some(m) = c.poll(Duration::from_millis(5)) else {
+            continue;
+        };
+        let m = m?;
+        let permit = rt.block_on(slots.clone().acquire_owned())?;
+        let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+        let payload = m.payload().unwrap_or_default().to_vec();
+        let ts = m.timestamp().to_millis();
+        let s = steady.clone();
+        rt.spawn(async move {
+            if let Err(e) = s.work(&key, &payload, ts).await {
+                eprintln!("floor handler: {e}");
+            }
+            drop(permit);
+        });
+    }
+    Ok(())
+}
+
+/// Pings `topic` until `steady` has seen one (the consumer is assigned and fetching), then
+/// produces `n` records at `rate`.
+async fn ping_then_produce(
+    kafka: KafkaArgs,
+    topic: String,
+    steady: Arc<Steady>,
+    n: usize,
+    rate: f64,
+) -> anyhow::Result<()> {
+    let producer = idempotent_producer(&kafka, "bench-steady")?;
+    let start = Instant::now();
+    while !steady.pinged.load(Ordering::SeqCst) {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(120),
+            "the consumer never read a ping"
+        );
+        producer
+            .send(
+                FutureRecord::to(&topic).key("ping").payload("P"),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|(e, _)| e)?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let run = unique_name("r");
+    docflow_bench::produce(&kafka, &topic, n, Some(rate), |i| {
+        (format!("{run}-{i}"), format!("R{i:08}"))
+    })
+    .await
+}
+
+/// One steady-rate run: p50, p99, max of the measured records (ms).
+#[allow(clippy::too_many_arguments)]
+async fn steady_run(
+    stack: &Stack,
+    args: &Args,
+    rate: f64,
+    runtime: bool,
+    db: Option<sqlx::AnyPool>,
+) -> anyhow::Result<(i64, i64, i64)> {
+    let kafka = stack.kafka();
+    let topic = stack.topic("bench-steady", args.partitions).await?;
+    let n = (rate * args.steady_seconds).round().max(1.0) as usize;
+    let steady = Arc::new(Steady::new(Duration::from_millis(args.steady_work_ms), db));
+    let producing = tokio::spawn(ping_then_produce(
+        kafka.clone(),
+        topic.clone(),
+        steady.clone(),
+        n,
+        rate,
+    ));
+    if runtime {
+        let consumer = ConsumerArgs {
+            workers: args.steady_workers,
+            buffer: args.steady_workers,
+            ..ConsumerArgs::default()
+        };
+        let s = steady.clone();
+        docflow_bench::run_runtime(&kafka, &topic, consumer, steady.clone(), move || {
+            s.done() >= n
+        })
+        .await?;
+    } else {
+        let (k, t, parts, workers, s) = (
+            kafka.clone(),
+            topic.clone(),
+            args.partitions,
+            args.steady_workers,
+            steady.clone(),
+        );
+        let rt = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || bare_steady(&k, &t, parts, n, workers, s, rt))
+            .await??;
+    }
+    producing.await??;
+    let mut lat = steady
+        .latencies
+        .lock()
+        .map(|l| l.clone())
+        .unwrap_or_default();
+    lat.sort_unstable();
+    Ok((
+        percentile(&lat, 50.0),
+        percentile(&lat, 99.0),
+        lat.last().copied().unwrap_or(0),
+    ))
+}
+
 fn percentile(sorted: &[i64], p: f64) -> i64 {
     docflow_store::stats::quantile(sorted, p / 100.0).unwrap_or(0)
 }
@@ -283,6 +495,30 @@ async fn main() -> anyhow::Result<()> {
         latency_rows.push(row);
     }
 
+    // 3. Latency at steady rates, against the bare consumer's floor.
+    let db = docflow_store::scratch::ScratchDb::from_env().await?;
+    let pool = docflow_store::open(&db.url, 16).await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_steady_rows (id TEXT PRIMARY KEY, done_ms BIGINT NOT NULL)")
+        .execute(&pool)
+        .await?;
+    let backend = match db.backend() {
+        docflow_store::Backend::Sqlite => "SQLite",
+        docflow_store::Backend::Postgres => "PostgreSQL",
+    };
+    let mut steady_rows = Vec::new();
+    for with_row in [false, true] {
+        for &rate in &args.steady_rates {
+            let floor =
+                steady_run(&stack, &args, rate, false, with_row.then(|| pool.clone())).await?;
+            let ours =
+                steady_run(&stack, &args, rate, true, with_row.then(|| pool.clone())).await?;
+            println!("steady {rate}/s row {with_row}: floor {floor:?}, runtime {ours:?}");
+            steady_rows.push((with_row, rate, floor, ours));
+        }
+    }
+    pool.close().await;
+    db.drop_now().await?;
+
     let mut md = docflow_bench::report_head(
         "Consumer runtime benchmarks",
         "runtime-bench",
@@ -332,6 +568,40 @@ async fn main() -> anyhow::Result<()> {
             md,
             "\np99 strict / pooled: **{:.2}**",
             *strict99 as f64 / (*pooled99).max(1) as f64
+        )?;
+    }
+    writeln!(
+        md,
+        "\n## Latency at steady rates: the runtime against a bare consumer\n\n\
+         End-to-end, record timestamp (ms) to handler done, of {} s of arrivals at each rate after the consumer reads (a ping first); {} partitions; a {} ms handler (a sleep; with a row: the sleep, then one `INSERT … ON CONFLICT DO NOTHING` into {backend}, 16 connections); both consumers run {} handlers at once. The floor is a bare librdkafka consumer (assigned every partition, no group) handing each record to the same handler on its own task: no offset bookkeeping, no commits. The runtime: a group member with its watermarks, offset store and prompt commits (`--commit-interval` 100 ms), `--workers {} --buffer {}`.\n",
+        args.steady_seconds,
+        args.partitions,
+        args.steady_work_ms,
+        args.steady_workers,
+        args.steady_workers,
+        args.steady_workers,
+    )?;
+    writeln!(
+        md,
+        "| handler | records/s | floor p50 | runtime p50 | floor p99 | runtime p99 | floor max | runtime max | p50 over the floor | p99 over the floor |\n|---|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for (with_row, rate, f, r) in &steady_rows {
+        writeln!(
+            md,
+            "| {} | {rate:.0} | {} ms | {} ms | {} ms | {} ms | {} ms | {} ms | {:+} ms | {:+} ms |",
+            if *with_row {
+                format!("{} ms + a {backend} row", args.steady_work_ms)
+            } else {
+                format!("{} ms sleep", args.steady_work_ms)
+            },
+            f.0,
+            r.0,
+            f.1,
+            r.1,
+            f.2,
+            r.2,
+            r.0 - f.0,
+            r.1 - f.1,
         )?;
     }
     docflow_bench::write_report(&args.out, &md)?;
