@@ -60,6 +60,9 @@ struct Args {
     /// Workers (and buffer) of both consumers in the steady-rate runs.
     #[arg(long, default_value_t = 64)]
     steady_workers: usize,
+    /// The runtime's `--commit-interval` in every run.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    commit_interval: Duration,
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/runtime.md")]
     out: std::path::PathBuf,
@@ -439,6 +442,7 @@ async fn main() -> anyhow::Result<()> {
     let consumer = ConsumerArgs {
         workers: 8,
         buffer: 64,
+        commit_interval: args.commit_interval,
         ..ConsumerArgs::default()
     };
     let runtime = docflow_bench::run_runtime(&kafka, &topic, consumer, noop.clone(), move || {
