@@ -39,6 +39,37 @@ const ROWS_PER_STATEMENT: usize = 500;
 /// A stage result's key: tenant, document, stage, version, outcome.
 type StageResult<'a> = (&'a String, &'a String, &'a String, i64, &'a String);
 
+/// Adds each row's count into `table`'s `count` column, keyed by (tenant_id, hour_ms,
+/// `keys`), in the rows' order (sorted: concurrent replicas cannot deadlock on them), one
+/// multi-row upsert per [`ROWS_PER_STATEMENT`].
+async fn add_counts(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    table: &str,
+    keys: [&str; 2],
+    count: &str,
+    rows: BTreeMap<(&str, i64, &str, &str), i64>,
+) -> Result<(), StoreError> {
+    let rows: Vec<_> = rows.into_iter().collect();
+    let [a, b] = keys;
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let sql = values_sql(
+            &format!("INSERT INTO {table} (tenant_id, hour_ms, {a}, {b}, {count})"),
+            5,
+            chunk.len(),
+            &format!(
+                " ON CONFLICT (tenant_id, hour_ms, {a}, {b}) \
+                 DO UPDATE SET {count} = {table}.{count} + excluded.{count}"
+            ),
+        );
+        let mut q = sqlx::query(&sql);
+        for ((tenant, hour, x, y), n) in chunk {
+            q = q.bind(*tenant).bind(*hour).bind(*x).bind(*y).bind(*n);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 /// `head VALUES ($1, …), (…) tail`: `rows` rows of `cols` parameters.
 fn values_sql(head: &str, cols: usize, rows: usize, tail: &str) -> String {
     let mut sql = String::with_capacity(head.len() + tail.len() + rows * cols * 6 + 8);
@@ -266,7 +297,7 @@ impl Analytics {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut floor: HashMap<(String, i32), i64> = HashMap::new();
+        let mut floor: HashMap<(&str, i32), i64> = HashMap::new();
         for chunk in tps.chunks(ROWS_PER_STATEMENT) {
             let sql = values_sql(
                 "INSERT INTO analytics_positions (consumer_group, topic, part, next_offset)",
@@ -285,11 +316,13 @@ impl Analytics {
                     .bind(0_i64);
             }
             for row in q.fetch_all(&mut *tx).await? {
-                let part: i64 = row.try_get(1)?;
-                floor.insert(
-                    (row.try_get(0)?, i32::try_from(part).unwrap_or(i32::MAX)),
-                    row.try_get(2)?,
-                );
+                let (topic, part): (String, i64) = (row.try_get(0)?, row.try_get(1)?);
+                if let Some(&tp) = chunk
+                    .iter()
+                    .find(|(t, p)| *t == topic && i64::from(*p) == part)
+                {
+                    floor.insert(tp, row.try_get(2)?);
+                }
             }
         }
 
@@ -299,12 +332,20 @@ impl Analytics {
             .filter(|&i| {
                 let d = &batch[i];
                 let at_or_above = floor
-                    .get(&(d.topic.clone(), d.partition))
+                    .get(&(d.topic.as_str(), d.partition))
                     .is_none_or(|f| d.offset >= *f);
                 at_or_above && seen.insert((d.topic.as_str(), d.partition, d.offset))
             })
             .collect();
-        let mut new: HashSet<(String, i64, i64)> = HashSet::new();
+        // Which candidate each returned (topic, partition, offset) is.
+        let index: HashMap<(&str, i64, i64), usize> = candidates
+            .iter()
+            .map(|&i| {
+                let d = &batch[i];
+                ((d.topic.as_str(), i64::from(d.partition), d.offset), i)
+            })
+            .collect();
+        let mut new: HashSet<usize> = HashSet::new();
         for chunk in candidates.chunks(ROWS_PER_STATEMENT) {
             let sql = values_sql(
                 "INSERT INTO analytics_applied (topic, part, off)",
@@ -321,16 +362,13 @@ impl Analytics {
                     .bind(d.offset);
             }
             for row in q.fetch_all(&mut *tx).await? {
-                new.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+                let topic: String = row.try_get(0)?;
+                if let Some(&i) = index.get(&(topic.as_str(), row.try_get(1)?, row.try_get(2)?)) {
+                    new.insert(i);
+                }
             }
         }
-        let fresh: Vec<usize> = candidates
-            .into_iter()
-            .filter(|&i| {
-                let d = &batch[i];
-                new.contains(&(d.topic.clone(), i64::from(d.partition), d.offset))
-            })
-            .collect();
+        let fresh: Vec<usize> = candidates.into_iter().filter(|i| new.contains(i)).collect();
 
         // A stage result counts once: the new records' results not recorded before, each
         // counted at its first record in the batch.
@@ -469,46 +507,22 @@ impl Analytics {
             }
             q.execute(&mut *tx).await?;
         }
-        let stages: Vec<_> = stages.into_iter().collect();
-        for chunk in stages.chunks(ROWS_PER_STATEMENT) {
-            let sql = values_sql(
-                "INSERT INTO analytics_outcomes (tenant_id, hour_ms, stage, outcome, documents)",
-                5,
-                chunk.len(),
-                " ON CONFLICT (tenant_id, hour_ms, stage, outcome) \
-                 DO UPDATE SET documents = analytics_outcomes.documents + excluded.documents",
-            );
-            let mut q = sqlx::query(&sql);
-            for ((tenant, hour, stage, outcome), n) in chunk {
-                q = q
-                    .bind(*tenant)
-                    .bind(*hour)
-                    .bind(*stage)
-                    .bind(*outcome)
-                    .bind(*n);
-            }
-            q.execute(&mut *tx).await?;
-        }
-        let dead: Vec<_> = dead.into_iter().collect();
-        for chunk in dead.chunks(ROWS_PER_STATEMENT) {
-            let sql = values_sql(
-                "INSERT INTO analytics_dead_letters (tenant_id, hour_ms, topic, error_class, records)",
-                5,
-                chunk.len(),
-                " ON CONFLICT (tenant_id, hour_ms, topic, error_class) \
-                 DO UPDATE SET records = analytics_dead_letters.records + excluded.records",
-            );
-            let mut q = sqlx::query(&sql);
-            for ((tenant, hour, topic, class), n) in chunk {
-                q = q
-                    .bind(*tenant)
-                    .bind(*hour)
-                    .bind(*topic)
-                    .bind(*class)
-                    .bind(*n);
-            }
-            q.execute(&mut *tx).await?;
-        }
+        add_counts(
+            &mut tx,
+            "analytics_outcomes",
+            ["stage", "outcome"],
+            "documents",
+            stages,
+        )
+        .await?;
+        add_counts(
+            &mut tx,
+            "analytics_dead_letters",
+            ["topic", "error_class"],
+            "records",
+            dead,
+        )
+        .await?;
         tx.commit().await?;
         Ok(outcomes)
     }
