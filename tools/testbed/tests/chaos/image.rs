@@ -142,6 +142,19 @@ fn sample(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// GET `url` with `query` as the test's tenant; the body as JSON.
+async fn get_json(http: &reqwest::Client, url: &str, query: &[(&str, &str)]) -> serde_json::Value {
+    http.get(url)
+        .query(query)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn wait_ready(http: &reqwest::Client, url: &str, image: &Image) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while !http
@@ -305,16 +318,12 @@ async fn the_image_runs_every_service_and_reads_documents_end_to_end() {
         ids.push(job["job_id"].as_str().unwrap().to_owned());
     }
     // Search embeds the query in ingest, with the model baked into the image.
-    let found: serde_json::Value = http
-        .get(format!("{base}/v1/search"))
-        .query(&[("q", "delivery note"), ("k", "3")])
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let found = get_json(
+        &http,
+        &format!("{base}/v1/search"),
+        &[("q", "delivery note"), ("k", "3")],
+    )
+    .await;
     let results = found["results"].as_array().unwrap();
     assert!(
         results
@@ -325,16 +334,12 @@ async fn the_image_runs_every_service_and_reads_documents_end_to_end() {
     // The rollup, the third group, counted both.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let body: serde_json::Value = http
-            .get(format!("{base}/v1/analytics"))
-            .query(&[("granularity", "day")])
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = get_json(
+            &http,
+            &format!("{base}/v1/analytics"),
+            &[("granularity", "day")],
+        )
+        .await;
         if body["totals"]["documents"].as_i64() == Some(2) {
             break;
         }
