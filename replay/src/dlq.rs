@@ -117,6 +117,21 @@ impl std::fmt::Display for DlqReport {
     }
 }
 
+impl DlqReport {
+    /// Adds `other`'s counts (a group's redrive over each topic it reads).
+    pub fn add(&mut self, other: &DlqReport) {
+        self.read += other.read;
+        self.redriven += other.redriven;
+        self.filtered += other.filtered;
+        self.already_redriven += other.already_redriven;
+        self.exhausted += other.exhausted;
+        for (class, n) in &other.by_class {
+            *self.by_class.entry(class.clone()).or_default() += n;
+        }
+        self.dry_run = other.dry_run;
+    }
+}
+
 /// Every record of `topic` from the log start to the end it had when the read began.
 fn read_all(c: &BaseConsumer, topic: &str) -> Result<Vec<Record>, ReplayError> {
     broker::read_to_end(c, topic, |_, start, _| Ok(start), STALL)

@@ -155,6 +155,9 @@ impl Default for Rules {
 /// One partition's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartitionVerdict {
+    /// The partition's topic (a group may read several).
+    #[serde(default)]
+    pub topic: String,
     /// The partition.
     pub partition: i32,
     /// The verdict.
@@ -186,7 +189,10 @@ pub struct GroupVerdict {
     pub total_lag: u64,
     /// The partition with the largest current lag.
     pub max_lag_partition: Option<i32>,
-    /// Every partition, by number.
+    /// Its topic.
+    #[serde(default)]
+    pub max_lag_topic: Option<String>,
+    /// Every partition, by topic and number.
     pub partitions: Vec<PartitionVerdict>,
 }
 
@@ -203,6 +209,7 @@ pub fn partition(
     rules: Rules,
 ) -> PartitionVerdict {
     let mut verdict = PartitionVerdict {
+        topic: String::new(),
         partition: number,
         status: Status::Ok,
         reason: String::new(),
@@ -390,7 +397,16 @@ pub fn group(group: &str, partitions: Vec<PartitionVerdict>) -> GroupVerdict {
         }
     }
     let total_lag = partitions.iter().map(|p| p.current_lag).sum();
+    // The topic is named when the group reads more than one.
+    let topics = partitions
+        .iter()
+        .map(|p| p.topic.as_str())
+        .collect::<std::collections::BTreeSet<_>>();
     let reason = match worst {
+        Some(w) if topics.len() > 1 => format!(
+            "{} partition {} {}: {}",
+            w.topic, w.partition, w.status, w.reason
+        ),
         Some(w) => format!("partition {} {}: {}", w.partition, w.status, w.reason),
         None if total_lag == 0 => "every partition OK, no lag".to_owned(),
         None => format!("every partition OK, lag {total_lag}"),
@@ -408,13 +424,16 @@ pub fn group(group: &str, partitions: Vec<PartitionVerdict>) -> GroupVerdict {
         complete,
         total_lag,
         max_lag_partition: max_lag.map(|m| m.partition),
+        max_lag_topic: max_lag.map(|m| m.topic.clone()),
         partitions,
     }
 }
 
 /// One partition as sampled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
+    /// The partition's topic.
+    pub topic: String,
     /// The partition.
     pub partition: i32,
     /// The group's committed offset (`None`: nothing committed).
@@ -436,7 +455,8 @@ struct PartitionWindow {
 
 #[derive(Debug, Default)]
 struct GroupWindow {
-    partitions: BTreeMap<i32, PartitionWindow>,
+    /// By (topic, partition).
+    partitions: BTreeMap<(String, i32), PartitionWindow>,
     /// When the group was first sampled.
     since_ms: i64,
 }
@@ -481,11 +501,16 @@ impl Tracker {
                 partitions: BTreeMap::new(),
                 since_ms: at_ms,
             });
-        window
-            .partitions
-            .retain(|p, _| partitions.iter().any(|o| o.partition == *p));
+        window.partitions.retain(|(topic, p), _| {
+            partitions
+                .iter()
+                .any(|o| o.partition == *p && o.topic == *topic)
+        });
         for o in partitions {
-            let w = window.partitions.entry(o.partition).or_default();
+            let w = window
+                .partitions
+                .entry((o.topic.clone(), o.partition))
+                .or_default();
             push(&mut w.broker, o.log_end, intervals);
             // A commit retention passed reads from the log start, as the consumer will.
             let offset = o.committed.unwrap_or(o.log_start).max(o.log_start);
@@ -513,6 +538,7 @@ impl Tracker {
                 complete: 1.0,
                 total_lag: 0,
                 max_lag_partition: None,
+                max_lag_topic: None,
                 partitions: Vec::new(),
             };
         };
@@ -520,11 +546,11 @@ impl Tracker {
         let partitions = window
             .partitions
             .iter()
-            .map(|(&number, w)| {
+            .map(|((topic, number), w)| {
                 let commits: Vec<Sample> = w.commits.iter().copied().collect();
                 let broker: Vec<i64> = w.broker.iter().copied().collect();
                 let mut p = partition(
-                    number,
+                    *number,
                     &commits,
                     self.intervals,
                     &broker,
@@ -532,6 +558,7 @@ impl Tracker {
                     now_ms,
                     rules,
                 );
+                p.topic.clone_from(topic);
                 if warming && p.complete < 1.0 && p.status != Status::Ok {
                     p.status = Status::Ok;
                     p.reason = format!(
@@ -548,14 +575,17 @@ impl Tracker {
     }
 }
 
-/// One sample of `group` on `topic`, read from the broker (blocking): whether the group has
-/// members, and each partition's offsets ([`offsets`]).
+/// One sample of `group` on `topics`, read from the broker (blocking): whether the group has
+/// members, and each partition's offsets ([`offsets`]), topic after topic.
 pub fn read(
     c: &rdkafka::consumer::BaseConsumer,
-    topic: &str,
+    topics: &[String],
     group: &str,
 ) -> Result<(bool, Vec<Observation>), crate::ReplayError> {
-    let out = offsets(c, topic)?;
+    let mut out = Vec::new();
+    for topic in topics {
+        out.extend(offsets(c, topic)?);
+    }
     let live = !crate::broker::members(c, group)?.is_empty();
     Ok((live, out))
 }
@@ -572,6 +602,7 @@ pub fn offsets(
     for (&partition, committed) in ids.iter().zip(committed) {
         let (log_start, log_end) = crate::broker::watermarks(c, topic, partition)?;
         out.push(Observation {
+            topic: topic.to_owned(),
             partition,
             committed,
             log_start,

@@ -565,6 +565,7 @@ fn cases_burrows_tests_lack() {
 #[test]
 fn a_group_is_its_worst_partition_with_stop_stall_and_rewind_as_err() {
     let p = |partition, status, complete, current_lag| PartitionVerdict {
+        topic: "t".to_owned(),
         partition,
         status,
         reason: format!("{status}"),
@@ -611,7 +612,12 @@ fn under_the_minimum_complete_a_window_is_ok_unjudged() {
 }
 
 fn obs(partition: i32, committed: Option<i64>, log_end: i64) -> Observation {
+    obs_on("t", partition, committed, log_end)
+}
+
+fn obs_on(topic: &str, partition: i32, committed: Option<i64>, log_end: i64) -> Observation {
     Observation {
+        topic: topic.to_owned(),
         partition,
         committed,
         log_start: 0,
@@ -735,6 +741,7 @@ fn a_window_still_filling_after_a_start_is_warming_up() {
         0,
         true,
         &[Observation {
+            topic: "t".to_owned(),
             partition: 0,
             committed: Some(3),
             log_start: 8,
@@ -742,6 +749,62 @@ fn a_window_still_filling_after_a_start_is_warming_up() {
         }],
     );
     assert_eq!(t.verdict("g", 0, Rules::default()).total_lag, 2);
+}
+
+/// A group that reads two topics (the analytics rollup: uploads and results) is judged over
+/// both, as Burrow judges a group over every topic it commits: partition 0 of one topic is
+/// not partition 0 of the other, and the reason names the topic.
+#[test]
+fn a_group_on_two_topics_is_judged_over_both() {
+    let rules = Rules::default();
+    let mut t = Tracker::new(3);
+    for i in 0..3 {
+        t.observe(
+            "rollup",
+            i * 1000,
+            true,
+            &[
+                obs_on("doc.uploaded", 0, Some(50), 50),
+                // Stuck at 10 while records arrive.
+                obs_on("doc.processed", 0, Some(10), 20 + i),
+            ],
+        );
+    }
+    let v = t.verdict("rollup", 2000, rules);
+    let seen: Vec<(&str, i32, Status)> = v
+        .partitions
+        .iter()
+        .map(|p| (p.topic.as_str(), p.partition, p.status))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("doc.processed", 0, Status::Stall),
+            ("doc.uploaded", 0, Status::Ok)
+        ]
+    );
+    assert_eq!(v.status, Status::Err);
+    assert!(
+        v.reason.starts_with("doc.processed partition 0 STALL"),
+        "{}",
+        v.reason
+    );
+    assert_eq!(
+        (v.max_lag_topic.as_deref(), v.max_lag_partition, v.total_lag),
+        (Some("doc.processed"), Some(0), 12)
+    );
+    // One topic only: the reason reads as before.
+    let mut t = Tracker::new(3);
+    for i in 0..3 {
+        t.observe("g", i * 1000, true, &[obs(0, Some(10), 20 + i)]);
+    }
+    assert!(
+        t.verdict("g", 2000, rules)
+            .reason
+            .starts_with("partition 0 STALL"),
+        "{}",
+        t.verdict("g", 2000, rules).reason
+    );
 }
 
 #[test]

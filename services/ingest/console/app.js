@@ -19,7 +19,7 @@ const fmt = (n, digits = 0) => (n === null || n === undefined) ? "–"
 const time = (ms) => ms ? new Date(ms).toLocaleTimeString("en-GB") : "–";
 const bytes = (n) => n >= 1048576 ? fmt(n / 1048576, 1) + " MiB" : n >= 1024 ? fmt(n / 1024, 1) + " KiB" : fmt(n) + " B";
 
-// Lag per group over time, kept in the page: {t, total, seconds, parts: {p: [records, seconds]}}.
+// Lag per group over time, kept in the page: {t, total, seconds, parts: {"topic/p": [records, seconds]}}.
 const history = new Map();
 const seeded = new Set(); // groups whose server-side history was loaded
 const deadLetters = new Map(); // group -> {depth, waiting, letters, error, redrive}
@@ -62,10 +62,13 @@ function showLogin(message) {
   $("#token").focus();
 }
 
+// A partition's key in the lag history (a group may read several topics).
+const partKey = (p) => `${p.topic}/${p.partition}`;
+
 function record(group, now, broker) {
   const h = history.get(group) || [];
   const parts = {};
-  for (const p of broker.partitions) parts[p.partition] = [p.lag_records, p.lag_seconds];
+  for (const p of broker.partitions) parts[partKey(p)] = [p.lag_records, p.lag_seconds];
   h.push({ t: now, total: broker.lag_records, seconds: broker.lag_seconds, parts });
   while (h.length && h[0].t < now - KEEP_S * 1000) h.shift();
   history.set(group, h);
@@ -131,46 +134,50 @@ function groupCard(g, now) {
       <p class="error">${esc(b.error)}</p></section>`;
   }
   const h = record(g.group, now, b);
-  const partIds = b.partitions.map((p) => p.partition);
+  const topics = g.topics || [];
+  const several = topics.length > 1;
+  // A partition by its number, and its topic where the group reads more than one.
+  const label = (p) => (several ? `${p.topic} ` : "") + "p" + p.partition;
+  const parts = b.partitions.map((p) => [partKey(p), label(p)]);
   const recordSeries = [{ name: "total", cls: "total", points: h.map((e) => [e.t, e.total]) }]
-    .concat(partIds.map((p) => ({ name: "p" + p, points: h.filter((e) => p in e.parts).map((e) => [e.t, e.parts[p][0]]) })));
+    .concat(parts.map(([k, name]) => ({ name, points: h.filter((e) => k in e.parts).map((e) => [e.t, e.parts[k][0]]) })));
   const secondSeries = [{ name: "oldest", cls: "total", points: h.map((e) => [e.t, e.seconds]) }]
-    .concat(partIds.map((p) => ({ name: "p" + p, points: h.filter((e) => p in e.parts).map((e) => [e.t, e.parts[p][1]]) })));
+    .concat(parts.map(([k, name]) => ({ name, points: h.filter((e) => k in e.parts).map((e) => [e.t, e.parts[k][1]]) })));
   const waiting = g.dlq_waiting ?? 0;
   const dl = deadLetters.get(g.group);
-  const hp = new Map(((g.health || {}).partitions || []).map((v) => [v.partition, v]));
+  const hp = new Map(((g.health || {}).partitions || []).map((v) => [partKey(v), v]));
   const verdict = (v) => v ? `<span class="tag health ${esc(v.status)}" title="${esc(v.reason)}">${esc(v.status)}</span>` : "";
-  const partRows = b.partitions.map((p) => `<tr data-partition="${p.partition}" data-health="${esc((hp.get(p.partition) || {}).status || "")}">
-      <td>${p.partition}</td><td class="num">${p.committed ?? "–"}</td><td class="num">${p.log_end}</td>
+  const partRows = b.partitions.map((p) => [p, hp.get(partKey(p))]).map(([p, v]) => `<tr data-topic="${esc(p.topic)}" data-partition="${p.partition}" data-health="${esc((v || {}).status || "")}">
+      ${several ? `<td><code>${esc(p.topic)}</code></td>` : ""}<td>${p.partition}</td><td class="num">${p.committed ?? "–"}</td><td class="num">${p.log_end}</td>
       <td class="num">${fmt(p.lag_records)}</td><td class="num">${fmt(p.lag_seconds, 1)}</td>
       <td>${p.member ? esc(p.member) : '<span class="muted">unassigned</span>'}</td>
       <td>${p.paused ? '<span class="tag failed">paused</span>' : ""}</td>
-      <td>${verdict(hp.get(p.partition))}${hp.has(p.partition) && hp.get(p.partition).status !== "OK" ? ` <span class="muted">${esc(hp.get(p.partition).reason)}</span>` : ""}</td></tr>`).join("");
+      <td>${verdict(v)}${v && v.status !== "OK" ? ` <span class="muted">${esc(v.reason)}</span>` : ""}</td></tr>`).join("");
   const replicas = b.replicas.length
     ? b.replicas.map((r) => `<li class="replica" data-instance="${esc(r.instance)}" data-paused="${r.paused}">
-        <code>${esc(r.host)}</code> pid ${r.pid} — partitions ${r.assigned.filter((a) => a.topic === g.topic).map((a) => a.partition).join(", ") || "none"},
+        <code>${esc(r.host)}</code> pid ${r.pid} — partitions ${r.assigned.filter((a) => topics.includes(a.topic)).map(label).join(", ") || "none"},
         ${r.in_flight}/${r.capacity} in flight${r.paused ? ' <span class="tag failed">paused: at capacity</span>' : ""}
         <span class="muted">(instance ${esc(r.instance)}, reported ${fmt(Math.max(0, now - r.at_ms) / 1000, 0)} s ago)</span></li>`).join("")
     : '<li class="muted">no replica reports (stages report every --status-interval to --status-topic)</li>';
   const members = b.members.length
     ? b.members.map((m) => m.client_id
-      ? `<li><code>${esc(m.client_id)}</code> @ ${esc(m.host)} — partitions ${m.partitions.length ? m.partitions.join(", ") : "none"}
+      ? `<li><code>${esc(m.client_id)}</code> @ ${esc(m.host)} — partitions ${m.partitions.length ? m.partitions.map(label).join(", ") : "none"}
         <span class="muted">(${esc(m.member_id)})</span></li>`
       : `<li><code>${esc(m.member_id)}</code> <span class="muted">(the broker gave no client id, host or assignment; see the replicas' reports)</span></li>`).join("")
     : '<li class="muted">no members: nothing is consuming</li>';
   const letters = dl && dl.letters.length ? `<table class="dead-letters"><thead><tr><th>dead-lettered</th><th>class</th>
       <th>message</th><th>document</th><th>from</th><th class="num">attempts</th><th>handled</th><th></th></tr></thead><tbody>
       ${dl.letters.map((d) => `<tr class="dead-letter" data-document="${esc(d.document_id)}" data-class="${esc(d.error_class)}"
-          data-partition="${d.partition}" data-offset="${d.offset}" data-permanent="${d.permanent ?? ""}"
+          data-topic="${esc(d.topic)}" data-partition="${d.partition}" data-offset="${d.offset}" data-permanent="${d.permanent ?? ""}"
           data-handled="${d.redriven ? "redriven" : d.discarded ? "discarded" : ""}">
         <td>${time(d.dead_lettered_at_ms)}</td>
         <td><code>${esc(d.error_class)}</code>${d.permanent === true ? ' <span class="tag failed" title="the stage refused the document itself: a redrive fails again unless the stage changed">permanent</span>'
           : d.permanent === false ? ' <span class="tag pending" title="a transient failure ran out of attempts: a redrive may succeed once the cause is gone">retries exhausted</span>' : ""}</td>
         <td class="message">${esc(printable(d.error_message))}${payload(d)}</td>
         <td>${d.tenant_id && d.document_id ? `<a href="#/job/${encodeURIComponent(d.tenant_id)}/${encodeURIComponent(d.document_id)}">${esc(d.document_id.slice(0, 12))}…</a>` : esc((d.document_id || "").slice(0, 12))}</td>
-        <td>p${d.original.partition ?? "?"} @ ${d.original.offset ?? "?"}</td><td class="num">${d.attempts ?? "–"}</td>
+        <td>${several ? `${esc(d.original.topic ?? "?")} ` : ""}p${d.original.partition ?? "?"} @ ${d.original.offset ?? "?"}</td><td class="num">${d.attempts ?? "–"}</td>
         <td class="handled">${handledText(d)}</td>
-        <td>${d.redriven || d.discarded ? "" : `<button type="button" class="discard" data-group="${esc(g.group)}" data-partition="${d.partition}" data-offset="${d.offset}">Discard</button>`}</td></tr>`).join("")}</tbody></table>`
+        <td>${d.redriven || d.discarded ? "" : `<button type="button" class="discard" data-group="${esc(g.group)}" data-topic="${esc(d.topic)}" data-partition="${d.partition}" data-offset="${d.offset}">Discard</button>`}</td></tr>`).join("")}</tbody></table>`
     : dl && dl.error ? `<p class="error">${esc(dl.error)}</p>` : '<p class="muted">no dead letters</p>';
   return `<section class="group" data-group="${esc(g.group)}" data-lag="${b.lag_records}"
       data-dlq="${b.dlq_records}" data-members="${b.members.length}" data-replicas="${b.replicas.length}"
@@ -191,13 +198,13 @@ function groupCard(g, now) {
       ${chart("records", "lag, records (total and per partition)", recordSeries, now, "")}
       ${chart("seconds", "lag, seconds (oldest waiting record)", secondSeries, now, "s")}
     </div>
-    <h3>Partitions of ${esc(g.topic)}</h3>
-    <table class="partitions"><thead><tr><th>partition</th><th class="num">committed</th><th class="num">log end</th>
+    <h3>Partitions of ${topics.map((t) => `<code>${esc(t)}</code>`).join(" and ")}</h3>
+    <table class="partitions"><thead><tr>${several ? "<th>topic</th>" : ""}<th>partition</th><th class="num">committed</th><th class="num">log end</th>
       <th class="num">lag</th><th class="num">lag s</th><th>member</th><th></th><th>health</th></tr></thead><tbody>${partRows}</tbody></table>
     <h3>Members <span class="muted">(the broker's view)</span></h3><ul class="members">${members}</ul>
     <h3>Replicas <span class="muted">(their own reports)</span></h3><ul class="members replicas">${replicas}</ul>
     <div class="dlq-head"><h3>Dead letters</h3>
-      <span class="muted">${fmt(b.dlq_records)} in <code>${esc(b.dlq_topic)}</code>, ${fmt(waiting)} not redriven</span>
+      <span class="muted">${fmt(b.dlq_records)} in ${b.dlq_topics.length ? b.dlq_topics.map((t) => `<code>${esc(t)}</code>`).join(" and ") : "no dead-letter topic yet"}, ${fmt(waiting)} not redriven</span>
       <button class="redrive" data-group="${esc(g.group)}" ${waiting > 0 && !redriving.has(g.group) ? "" : "disabled"}>Redrive</button>
       <span class="redrive-result" data-group="${esc(g.group)}">${esc(dl && dl.redrive || "")}</span></div>
     ${letters}
@@ -304,7 +311,6 @@ async function overview(mine) {
   const jobsPath = "/v1/admin/jobs?limit=25" + (jobQuery ? "&q=" + encodeURIComponent(jobQuery) : "");
   const [groups, jobs] = await Promise.all([apiJson("/v1/admin/groups"), apiJson(jobsPath)]);
   for (const g of groups.groups) {
-    g.topic = groups.topic;
     await refreshDeadLetters(g);
     if (!g.broker.error) await seed(g.group).catch((e) => { if (e instanceof Unauthorized) throw e; });
   }
@@ -330,7 +336,7 @@ async function overview(mine) {
       tick();
     });
   }
-  $("#groups-area").innerHTML = `<h2 class="groups-head">Consumer groups on <code>${esc(groups.topic)}</code>
+  $("#groups-area").innerHTML = `<h2 class="groups-head">Consumer groups
       <span class="ranges" title="the charts' time range">${ranges}</span></h2>
     <div class="groups">${groups.groups.map((g) => groupCard(g, groups.now_ms)).join("")
       || '<p class="muted">no groups are watched (ingest --console-group)</p>'}</div>`;
@@ -353,7 +359,7 @@ async function overview(mine) {
     button.addEventListener("click", () => redrive(button.dataset.group, button));
   }
   for (const button of document.querySelectorAll("button.discard")) {
-    button.addEventListener("click", () => discard(button.dataset.group, Number(button.dataset.partition), Number(button.dataset.offset)));
+    button.addEventListener("click", () => discard(button.dataset.group, button.dataset.topic, Number(button.dataset.partition), Number(button.dataset.offset)));
   }
   return true;
 }
@@ -395,14 +401,14 @@ async function redrive(group, button) {
   if (now) now.textContent = text;
 }
 
-async function discard(group, partition, offset) {
-  const who = await ask({ title: `Discard the dead letter at partition ${partition}, offset ${offset}?`,
+async function discard(group, topic, partition, offset) {
+  const who = await ask({ title: `Discard the dead letter at partition ${partition}, offset ${offset} of ${topic}?`,
     text: "<p>It is marked handled: it stays in the dead-letter topic, no longer counts as waiting, and no redrive sends it back. Your name and the time are recorded.</p>",
     ok: "Discard", name: true });
   if (!who) return;
   const entry = deadLetters.get(group) || { letters: [] };
   try {
-    const r = await apiJson(`/v1/admin/groups/${encodeURIComponent(group)}/dead-letters/${partition}/${offset}/discard`, {
+    const r = await apiJson(`/v1/admin/groups/${encodeURIComponent(group)}/dead-letters/${partition}/${offset}/discard?topic=${encodeURIComponent(topic)}`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ by: who }) });
     entry.redrive = r.discarded ? `discarded p${partition} @ ${offset} as ${who}` : `p${partition} @ ${offset} was handled already`;
   } catch (e) {

@@ -165,12 +165,12 @@ async fn groups(State(state): Shared, headers: HeaderMap) -> Result<Response, Ap
         // One group's broker failure is shown on that group, not the whole page.
         let (broker, dlq_waiting) = match read {
             Ok(b) => {
-                let b = b.with_replicas(&state.console.topic, reports);
-                // Dead letters still in the topic and not redriven yet.
+                let b = b.with_replicas(reports);
+                // Dead letters still in the topics and not redriven yet.
                 let mut waiting = 0;
-                for &(p, start, end) in &b.dlq_partitions {
-                    waiting += (end - start).max(0)
-                        - redrives.count_in(&b.dlq_topic, p, start, end).await?;
+                for (topic, p, start, end) in &b.dlq_partitions {
+                    waiting +=
+                        (end - start).max(0) - redrives.count_in(topic, *p, *start, *end).await?;
                 }
                 let json = serde_json::to_value(b)
                     .map_err(|e| ApiError::Internal(format!("overview: {e}")))?;
@@ -187,6 +187,7 @@ async fn groups(State(state): Shared, headers: HeaderMap) -> Result<Response, Ap
         groups.push(json!({
             "group": w.group,
             "stage": w.stage,
+            "topics": w.topics,
             "health": health,
             "broker": broker,
             "results": {
@@ -301,21 +302,39 @@ async fn dead_letters(
             .key
             .as_deref()
             .map(|k| String::from_utf8_lossy(k).into_owned());
-        // The event, decoded through the registry (it names the tenant, needed for the
-        // job's page); a value that does not decode is shown as a dump of its bytes.
-        let (event, dump) = match &d.payload {
-            Some(p) => match state.codec.decode::<docflow_events::DocUploaded>(p).await {
-                Ok(e) => (Some(e), None),
-                Err(e) => (
-                    None,
-                    Some(json!({"error": e.to_string(), "bytes": p.len(), "dump": dump(p)})),
-                ),
-            },
-            None => (None, None),
+        // The event, decoded through the registry as its topic's event (it names the
+        // tenant, needed for the job's page); a value that does not decode is shown as a
+        // dump of its bytes.
+        let processed = d.header_str(h::TOPIC) == Some(state.processed_topic.as_str());
+        let (event, tenant, dump) = match &d.payload {
+            Some(p) => {
+                let decoded = if processed {
+                    state
+                        .codec
+                        .decode::<docflow_events::DocProcessed>(p)
+                        .await
+                        .map(|e| (json!(e), e.tenant_id))
+                } else {
+                    state
+                        .codec
+                        .decode::<docflow_events::DocUploaded>(p)
+                        .await
+                        .map(|e| (json!(e), e.tenant_id))
+                };
+                match decoded {
+                    Ok((event, tenant)) => (Some(event), Some(tenant), None),
+                    Err(e) => (
+                        None,
+                        None,
+                        Some(json!({"error": e.to_string(), "bytes": p.len(), "dump": dump(p)})),
+                    ),
+                }
+            }
+            None => (None, None, None),
         };
-        let tenant = event.as_ref().map(|e| e.tenant_id.clone());
         let handled = redrives.handled(&d.topic, d.partition, d.offset).await?;
         out.push(json!({
+            "topic": d.topic,
             "partition": d.partition,
             "offset": d.offset,
             "dead_lettered_at_ms": d.timestamp_ms,
@@ -341,6 +360,13 @@ async fn dead_letters(
     Ok(axum::Json(json!({"group": group, "dead_letters": out})).into_response())
 }
 
+/// `?topic=`: which of the group's dead-letter topics (needed only when more than one holds
+/// the partition and offset).
+#[derive(Debug, Deserialize)]
+struct DiscardQuery {
+    topic: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 struct DiscardBody {
     /// Who discards it (as they name themselves).
@@ -356,6 +382,7 @@ const MAX_NAME: usize = 100;
 async fn discard(
     State(state): Shared,
     Path((group, partition, offset)): Path<(String, i32, i64)>,
+    Query(q): Query<DiscardQuery>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
@@ -378,13 +405,28 @@ async fn discard(
     let _running = redrive_slot(&state, &group, "discard when it ends")?;
     let app = state.clone();
     let g = group.clone();
-    let topic = blocking(move || app.console.dead_letter_topic_with(&g, partition, offset))
-        .await?
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "group {group}'s dead-letter topic holds no record at partition {partition} offset {offset}"
-            ))
-        })?;
+    let named = q.topic.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        app.console
+            .dead_letter_topic_with(&g, named.as_deref(), partition, offset)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("console read: {e}")))?;
+    let topic = match found {
+        Ok(Some(topic)) => topic,
+        Ok(None) => {
+            return Err(ApiError::NotFound(format!(
+                "no dead-letter topic of group {group} holds a record at partition {partition} offset {offset}"
+            )));
+        }
+        Err(crate::console::DeadLetterAt::Broker(e)) => return Err(replay_error(e)),
+        Err(e @ crate::console::DeadLetterAt::NotTheGroups(_)) => {
+            return Err(ApiError::NotFound(e.to_string()));
+        }
+        Err(e @ crate::console::DeadLetterAt::Ambiguous(_)) => {
+            return Err(ApiError::Conflict(e.to_string()));
+        }
+    };
     let redrives = Redrives::new(state.results.pool().clone());
     let now = now_ms();
     let discarded = redrives
@@ -396,6 +438,7 @@ async fn discard(
     *state.console.last.lock().await = None;
     Ok(axum::Json(json!({
         "group": group,
+        "topic": topic,
         "partition": partition,
         "offset": offset,
         "discarded": discarded,
@@ -461,23 +504,33 @@ async fn redrive(
             .map_err(|e| ApiError::BadRequest(format!("invalid redrive request: {e}")))?
     };
     let running = redrive_slot(&state, &group, "try again when it ends")?;
-    let args = docflow_replay::DlqArgs {
-        group: group.clone(),
-        topic: state.console.topic.clone(),
-        error_class: body.error_class,
-        from: None,
-        to: None,
-        max_redrives: 3,
-        execute: true,
-        kafka: state.kafka.clone(),
-        database: state.database.clone(),
-    };
+    // One redrive per topic the group reads (a dead-letter topic each).
+    let runs: Vec<docflow_replay::DlqArgs> = state
+        .console
+        .topics_of(&group)
+        .into_iter()
+        .map(|topic| docflow_replay::DlqArgs {
+            group: group.clone(),
+            topic,
+            error_class: body.error_class.clone(),
+            from: None,
+            to: None,
+            max_redrives: 3,
+            execute: true,
+            kafka: state.kafka.clone(),
+            database: state.database.clone(),
+        })
+        .collect();
     tracing::info!(%group, "console: redriving the group's dead letters");
     let app = state.clone();
     let task = tokio::spawn(async move {
         let _running = running;
         let redrives = Redrives::new(app.results.pool().clone());
-        docflow_replay::redrive_with(&args, &redrives, &app.producer).await
+        let mut report = docflow_replay::DlqReport::default();
+        for args in &runs {
+            report.add(&docflow_replay::redrive_with(args, &redrives, &app.producer).await?);
+        }
+        Ok::<_, docflow_replay::ReplayError>(report)
     });
     let report = task
         .await

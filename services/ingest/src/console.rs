@@ -1,7 +1,7 @@
 //! The operators' console: what it reads from the broker, and its page.
 //!
 //! Per watched consumer group: the committed offset, log start and end of every partition of
-//! the topic (lag in records), the age of the oldest record each partition still has to do
+//! each topic it reads (lag in records; the analytics rollup reads two), the age of the oldest record each partition still has to do
 //! (lag in seconds: the timestamp of the record at the committed offset, read once per
 //! committed offset), the group's state and members with their assignment (DescribeGroups,
 //! the consumer protocol's assignment decoded), the depth of its dead-letter topic, and
@@ -42,32 +42,57 @@ const STATUS_MAX: i64 = 5_000;
 /// most); a longer `--console-history` keeps this many, spread over it by the interval.
 const MAX_HISTORY: usize = 7_200;
 
-/// A consumer group the console shows, and the stage whose results it records.
+/// A consumer group the console shows, the stage whose results it records, and the topics
+/// it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Watched {
     pub(crate) group: String,
     pub(crate) stage: String,
+    /// Never empty.
+    pub(crate) topics: Vec<String>,
 }
 
 impl Watched {
-    /// `GROUP` or `GROUP=STAGE`.
-    fn parse(spec: &str) -> Self {
-        match spec.split_once('=') {
-            Some((group, stage)) => Watched {
-                group: group.trim().to_owned(),
-                stage: stage.trim().to_owned(),
-            },
-            None => Watched {
-                group: spec.trim().to_owned(),
-                stage: spec.trim().to_owned(),
-            },
+    /// `GROUP[=STAGE][@TOPIC[+TOPIC…]]`: the stage defaults to the group's name, the topics
+    /// to `topic` (ingest's `--topic`).
+    pub(crate) fn parse(spec: &str, topic: &str) -> Self {
+        let (head, topics) = match spec.split_once('@') {
+            Some((head, topics)) => (
+                head,
+                topics
+                    .split('+')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            None => (spec, Vec::new()),
+        };
+        let topics = if topics.is_empty() {
+            vec![topic.to_owned()]
+        } else {
+            topics
+        };
+        let (group, stage) = head.split_once('=').unwrap_or((head, head));
+        Watched {
+            group: group.trim().to_owned(),
+            stage: stage.trim().to_owned(),
+            topics,
         }
     }
+}
+
+/// A topic's partition.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub(crate) struct TopicPartition {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
 }
 
 /// One partition as the group sees it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PartitionLag {
+    pub(crate) topic: String,
     pub(crate) partition: i32,
     /// The group's committed offset (`None`: nothing committed yet; it starts at the log
     /// start).
@@ -84,14 +109,21 @@ pub(crate) struct PartitionLag {
     pub(crate) paused: bool,
 }
 
+impl PartitionLag {
+    /// `topic/partition`: the partition's key in the lag history.
+    pub(crate) fn key(&self) -> String {
+        format!("{}/{}", self.topic, self.partition)
+    }
+}
+
 /// One member of a group.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Member {
     pub(crate) member_id: String,
     pub(crate) client_id: String,
     pub(crate) host: String,
-    /// Partitions of the watched topic assigned to it.
-    pub(crate) partitions: Vec<i32>,
+    /// Partitions of the group's topics assigned to it.
+    pub(crate) partitions: Vec<TopicPartition>,
 }
 
 /// What the broker says about one group.
@@ -102,12 +134,13 @@ pub(crate) struct GroupBroker {
     pub(crate) partitions: Vec<PartitionLag>,
     pub(crate) lag_records: i64,
     pub(crate) lag_seconds: f64,
-    pub(crate) dlq_topic: String,
-    /// Records in the dead-letter topic (log end − log start, every partition).
+    /// The group's dead-letter topics, one per topic it reads (those that exist).
+    pub(crate) dlq_topics: Vec<String>,
+    /// Records in the dead-letter topics (log end − log start, every partition).
     pub(crate) dlq_records: i64,
-    /// Per partition of the dead-letter topic: (partition, log start, log end).
+    /// Per partition of a dead-letter topic: (topic, partition, log start, log end).
     #[serde(skip)]
-    pub(crate) dlq_partitions: Vec<(i32, i64, i64)>,
+    pub(crate) dlq_partitions: Vec<(String, i32, i64, i64)>,
     /// The replicas' own reports (`--status-topic`): current ones only.
     pub(crate) replicas: Vec<ReplicaStatus>,
     /// Partitions of the topic paused by their replica.
@@ -118,12 +151,12 @@ impl GroupBroker {
     /// Adds the replicas' reports: which partitions are paused, and who has a partition
     /// where the broker did not say (a broker whose DescribeGroups leaves the assignment
     /// out, as the embedded Nisshi 0.8.1 does).
-    pub(crate) fn with_replicas(mut self, topic: &str, replicas: Vec<ReplicaStatus>) -> Self {
+    pub(crate) fn with_replicas(mut self, replicas: Vec<ReplicaStatus>) -> Self {
         for p in &mut self.partitions {
             let has = |r: &&ReplicaStatus| {
                 r.assigned
                     .iter()
-                    .any(|a| a.topic == topic && a.partition == p.partition)
+                    .any(|a| a.topic == p.topic && a.partition == p.partition)
             };
             p.paused = replicas.iter().filter(has).any(|r| r.paused);
             if p.member.is_none()
@@ -150,8 +183,9 @@ pub(crate) struct Console {
     clients: std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<BaseConsumer>>>>,
     /// One redrive per group at a time.
     redrives: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
-    /// Timestamp of the record at (group, partition, offset): read once per committed offset.
-    stamps: std::sync::Mutex<HashMap<(String, i32, i64), i64>>,
+    /// Timestamp of the record at (group, topic, partition, offset): read once per committed
+    /// offset.
+    stamps: std::sync::Mutex<HashMap<(String, String, i32, i64), i64>>,
     /// The last overview and when it was made: browsers polling at once share one.
     pub(crate) last: tokio::sync::Mutex<Option<(std::time::Instant, serde_json::Value)>>,
     /// The groups' sampled windows, for their health verdicts (`crate::health`).
@@ -175,8 +209,8 @@ pub(crate) struct LagPoint {
     pub(crate) total: i64,
     /// The oldest waiting record's age, seconds.
     pub(crate) seconds: f64,
-    /// Per partition: (lag in records, lag in seconds).
-    pub(crate) parts: std::collections::BTreeMap<i32, (i64, f64)>,
+    /// Per partition, keyed `topic/partition`: (lag in records, lag in seconds).
+    pub(crate) parts: std::collections::BTreeMap<String, (i64, f64)>,
 }
 
 impl std::fmt::Debug for Console {
@@ -227,7 +261,8 @@ pub(crate) fn decode_assignment(bytes: &[u8]) -> Option<Vec<(String, Vec<i32>)>>
 }
 
 impl Console {
-    /// A console over `groups` (`GROUP[=STAGE]` each) consuming `topic`.
+    /// A console over `groups` (`GROUP[=STAGE][@TOPIC[+TOPIC…]]` each; topics default to
+    /// `topic`).
     pub(crate) fn new(
         groups: &[String],
         kafka: KafkaArgs,
@@ -242,7 +277,7 @@ impl Console {
         let groups: Vec<Watched> = groups
             .iter()
             .filter(|g| !g.trim().is_empty())
-            .map(|g| Watched::parse(g))
+            .map(|g| Watched::parse(g, &topic))
             .collect();
         Console {
             redrives: groups
@@ -273,7 +308,7 @@ impl Console {
             parts: broker
                 .partitions
                 .iter()
-                .map(|p| (p.partition, (p.lag_records, p.lag_seconds)))
+                .map(|p| (p.key(), (p.lag_records, p.lag_seconds)))
                 .collect(),
         };
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
@@ -336,62 +371,80 @@ impl Console {
         self.redrives.get(group).cloned()
     }
 
-    /// The broker's view of `group` (blocking).
+    /// The topics `group` reads (the console's topic for a group it does not watch).
+    pub(crate) fn topics_of(&self, group: &str) -> Vec<String> {
+        self.watched(group)
+            .map_or_else(|| vec![self.topic.clone()], |w| w.topics.clone())
+    }
+
+    /// The broker's view of `group` (blocking): every partition of every topic it reads.
     pub(crate) fn group(&self, group: &str) -> Result<GroupBroker, ReplayError> {
+        let topics = self.topics_of(group);
         self.with_client(group, group, |c| {
-            let ids = broker::partitions(c, &self.topic)?;
-            let committed = broker::committed(c, &self.topic, &ids)?;
-            let (state, members) = self.members(c, group)?;
+            let (state, members) = self.members(c, group, &topics)?;
             let now = now_ms();
-            let mut partitions = Vec::with_capacity(ids.len());
-            for (&p, committed) in ids.iter().zip(committed) {
-                let (start, end) = broker::watermarks(c, &self.topic, p)?;
-                let from = committed.unwrap_or(start).max(start);
-                let lag = (end - from).max(0);
-                let lag_seconds = if lag > 0 {
-                    // A record without a timestamp (or a negative one) has no age to show.
-                    self.stamp(c, group, p, from)?
-                        .filter(|ts| *ts >= 0)
-                        .map_or(0.0, |ts| ms_to_s(now.saturating_sub(ts)))
-                } else {
-                    0.0
-                };
-                let member = members
-                    .iter()
-                    .find(|m| m.partitions.contains(&p))
-                    .map(|m| format!("{}@{} ({})", m.client_id, m.host, m.member_id));
-                partitions.push(PartitionLag {
-                    partition: p,
-                    committed,
-                    log_start: start,
-                    log_end: end,
-                    lag_records: lag,
-                    lag_seconds,
-                    member,
-                    paused: false,
-                });
-            }
-            let dlq_topic = docflow_events::topics::dead_letter(&self.topic, group);
-            let dlq_partitions = match broker::partitions(c, &dlq_topic) {
-                Ok(ids) => {
-                    let mut out = Vec::with_capacity(ids.len());
-                    for p in ids {
-                        let (start, end) = broker::watermarks(c, &dlq_topic, p)?;
-                        out.push((p, start, end));
-                    }
-                    out
+            let mut partitions = Vec::new();
+            let mut dlq_topics = Vec::new();
+            let mut dlq_partitions = Vec::new();
+            for topic in &topics {
+                let ids = broker::partitions(c, topic)?;
+                let committed = broker::committed(c, topic, &ids)?;
+                for (&p, committed) in ids.iter().zip(committed) {
+                    let (start, end) = broker::watermarks(c, topic, p)?;
+                    let from = committed.unwrap_or(start).max(start);
+                    let lag = (end - from).max(0);
+                    let lag_seconds = if lag > 0 {
+                        // A record without a timestamp (or a negative one) has no age to show.
+                        self.stamp(c, group, topic, p, from)?
+                            .filter(|ts| *ts >= 0)
+                            .map_or(0.0, |ts| ms_to_s(now.saturating_sub(ts)))
+                    } else {
+                        0.0
+                    };
+                    let member = members
+                        .iter()
+                        .find(|m| {
+                            m.partitions
+                                .iter()
+                                .any(|a| a.topic == *topic && a.partition == p)
+                        })
+                        .map(|m| format!("{}@{} ({})", m.client_id, m.host, m.member_id));
+                    partitions.push(PartitionLag {
+                        topic: topic.clone(),
+                        partition: p,
+                        committed,
+                        log_start: start,
+                        log_end: end,
+                        lag_records: lag,
+                        lag_seconds,
+                        member,
+                        paused: false,
+                    });
                 }
-                Err(ReplayError::NoSuchTopic(_)) => Vec::new(),
-                Err(e) => return Err(e),
-            };
+                let dlq_topic = docflow_events::topics::dead_letter(topic, group);
+                match broker::partitions(c, &dlq_topic) {
+                    Ok(ids) => {
+                        for p in ids {
+                            let (start, end) = broker::watermarks(c, &dlq_topic, p)?;
+                            dlq_partitions.push((dlq_topic.clone(), p, start, end));
+                        }
+                        dlq_topics.push(dlq_topic);
+                    }
+                    Err(ReplayError::NoSuchTopic(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             Ok(GroupBroker {
                 state,
                 members,
                 lag_records: partitions.iter().map(|p| p.lag_records).sum(),
                 lag_seconds: partitions.iter().map(|p| p.lag_seconds).fold(0.0, f64::max),
                 partitions,
-                dlq_topic,
-                dlq_records: dlq_partitions.iter().map(|(_, s, e)| (e - s).max(0)).sum(),
+                dlq_topics,
+                dlq_records: dlq_partitions
+                    .iter()
+                    .map(|(_, _, s, e)| (e - s).max(0))
+                    .sum(),
                 dlq_partitions,
                 replicas: Vec::new(),
                 paused_partitions: 0,
@@ -399,8 +452,13 @@ impl Console {
         })
     }
 
-    /// The group's state and members, with their partitions of the watched topic.
-    fn members(&self, c: &BaseConsumer, group: &str) -> Result<(String, Vec<Member>), ReplayError> {
+    /// The group's state and members, with their partitions of `topics`.
+    fn members(
+        &self,
+        c: &BaseConsumer,
+        group: &str,
+        topics: &[String],
+    ) -> Result<(String, Vec<Member>), ReplayError> {
         let list =
             c.fetch_group_list(Some(group), TIMEOUT)
                 .map_err(|source| ReplayError::Kafka {
@@ -422,8 +480,13 @@ impl Console {
                     .and_then(decode_assignment)
                     .unwrap_or_default()
                     .into_iter()
-                    .filter(|(t, _)| t == &self.topic)
-                    .flat_map(|(_, ps)| ps)
+                    .filter(|(t, _)| topics.contains(t))
+                    .flat_map(|(topic, ps)| {
+                        ps.into_iter().map(move |partition| TopicPartition {
+                            topic: topic.clone(),
+                            partition,
+                        })
+                    })
                     .collect(),
             })
             .collect();
@@ -434,16 +497,17 @@ impl Console {
         Ok((g.state().to_owned(), members))
     }
 
-    /// Timestamp (Unix ms) of the first record at or after `offset` in partition `p`, read
-    /// from the broker once per (group, partition, offset).
+    /// Timestamp (Unix ms) of the first record at or after `offset` in partition `p` of
+    /// `topic`, read from the broker once per (group, topic, partition, offset).
     fn stamp(
         &self,
         c: &BaseConsumer,
         group: &str,
+        topic: &str,
         p: i32,
         offset: i64,
     ) -> Result<Option<i64>, ReplayError> {
-        let key = (group.to_owned(), p, offset);
+        let key = (group.to_owned(), topic.to_owned(), p, offset);
         if let Some(ts) = self
             .stamps
             .lock()
@@ -453,12 +517,12 @@ impl Console {
         {
             return Ok(Some(ts));
         }
-        let Some((_, ts)) = broker::record_at(c, &self.topic, p, offset)? else {
+        let Some((_, ts)) = broker::record_at(c, topic, p, offset)? else {
             return Ok(None);
         };
         let mut stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
-        // Keep only the newest offset per (group, partition).
-        stamps.retain(|(g, q, _), _| !(g == group && *q == p));
+        // Keep only the newest offset per (group, topic, partition).
+        stamps.retain(|(g, t, q, _), _| !(g == group && t == topic && *q == p));
         stamps.insert(key, ts);
         Ok(Some(ts))
     }
@@ -513,36 +577,77 @@ impl Console {
         Ok(by_group)
     }
 
-    /// The newest `n` dead letters of each partition of `group`'s DLQ (blocking).
+    /// The newest `n` dead letters of each partition of each of `group`'s DLQs, one per
+    /// topic it reads (blocking).
     pub(crate) fn dead_letters(&self, group: &str, n: i64) -> Result<Vec<Record>, ReplayError> {
-        let topic = docflow_events::topics::dead_letter(&self.topic, group);
+        let topics = self.topics_of(group);
         self.with_client(&format!("{group} dlq"), group, |c| {
-            broker::tail(c, &topic, n)
+            let mut out = Vec::new();
+            for topic in &topics {
+                let dlq = docflow_events::topics::dead_letter(topic, group);
+                out.extend(broker::tail(c, &dlq, n)?);
+            }
+            Ok(out)
         })
     }
 
-    /// Whether `group`'s dead-letter topic still holds a record at `partition`/`offset`
-    /// (blocking): its name, or `None`.
+    /// Which of `group`'s dead-letter topics (only `dlq_topic` when given) still holds a
+    /// record at `partition`/`offset` (blocking): its name, `None` when none does, or an
+    /// error when more than one does and none was named.
     pub(crate) fn dead_letter_topic_with(
         &self,
         group: &str,
+        dlq_topic: Option<&str>,
         partition: i32,
         offset: i64,
-    ) -> Result<Option<String>, ReplayError> {
-        let topic = docflow_events::topics::dead_letter(&self.topic, group);
-        self.with_client(&format!("{group} dlq"), group, |c| {
-            let partitions = match broker::partitions(c, &topic) {
-                Ok(p) => p,
-                Err(ReplayError::NoSuchTopic(_)) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            if !partitions.contains(&partition) {
-                return Ok(None);
-            }
-            let (start, end) = broker::watermarks(c, &topic, partition)?;
-            Ok((start..end).contains(&offset).then_some(topic.clone()))
-        })
+    ) -> Result<Option<String>, DeadLetterAt> {
+        let candidates: Vec<String> = self
+            .topics_of(group)
+            .iter()
+            .map(|t| docflow_events::topics::dead_letter(t, group))
+            .filter(|d| dlq_topic.is_none_or(|named| named == d))
+            .collect();
+        if let Some(named) = dlq_topic
+            && candidates.is_empty()
+        {
+            return Err(DeadLetterAt::NotTheGroups(named.to_owned()));
+        }
+        let holding = self
+            .with_client(&format!("{group} dlq"), group, |c| {
+                let mut holding = Vec::new();
+                for topic in candidates {
+                    let partitions = match broker::partitions(c, &topic) {
+                        Ok(p) => p,
+                        Err(ReplayError::NoSuchTopic(_)) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    if !partitions.contains(&partition) {
+                        continue;
+                    }
+                    let (start, end) = broker::watermarks(c, &topic, partition)?;
+                    if (start..end).contains(&offset) {
+                        holding.push(topic);
+                    }
+                }
+                Ok(holding)
+            })
+            .map_err(DeadLetterAt::Broker)?;
+        match holding.len() {
+            0 | 1 => Ok(holding.into_iter().next()),
+            _ => Err(DeadLetterAt::Ambiguous(holding)),
+        }
     }
+}
+
+/// Why a dead letter could not be found by its partition and offset.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeadLetterAt {
+    #[error(transparent)]
+    Broker(ReplayError),
+    #[error("{0} is not one of the group's dead-letter topics")]
+    NotTheGroups(String),
+    #[error("more than one of the group's dead-letter topics holds that partition and offset ({}): name one with ?topic=", .0.join(", "))]
+    Ambiguous(Vec<String>),
 }
 
 #[allow(clippy::cast_precision_loss)]
@@ -608,14 +713,36 @@ mod tests {
     }
 
     #[test]
-    fn watched_groups_name_their_stage() {
+    fn watched_groups_name_their_stage_and_topics() {
         assert_eq!(
-            Watched::parse("thumbnails-x=thumbnails"),
+            Watched::parse("thumbnails-x=thumbnails", "doc.uploaded"),
             Watched {
                 group: "thumbnails-x".into(),
-                stage: "thumbnails".into()
+                stage: "thumbnails".into(),
+                topics: vec!["doc.uploaded".into()],
             }
         );
-        assert_eq!(Watched::parse("ocr-embeddings").stage, "ocr-embeddings");
+        assert_eq!(
+            Watched::parse("ocr-embeddings", "up").stage,
+            "ocr-embeddings"
+        );
+        assert_eq!(
+            Watched::parse("analytics-rollup@doc.uploaded+doc.processed", "up"),
+            Watched {
+                group: "analytics-rollup".into(),
+                stage: "analytics-rollup".into(),
+                topics: vec!["doc.uploaded".into(), "doc.processed".into()],
+            }
+        );
+        assert_eq!(
+            Watched::parse(" r = rollup @ a + ", "up"),
+            Watched {
+                group: "r".into(),
+                stage: "rollup".into(),
+                topics: vec!["a".into()],
+            }
+        );
+        // `@` with no topic after it: the default topic.
+        assert_eq!(Watched::parse("g@", "up").topics, ["up"]);
     }
 }

@@ -56,6 +56,7 @@ pub(crate) fn observe(state: &AppState, group: &str, at_ms: i64, broker: &GroupB
         .partitions
         .iter()
         .map(|p| Observation {
+            topic: p.topic.clone(),
             partition: p.partition,
             committed: p.committed,
             log_start: p.log_start,

@@ -114,9 +114,11 @@ pub struct Config {
     )]
     pub admin_tokens: Vec<String>,
 
-    /// Consumer groups the console shows, `GROUP` or `GROUP=STAGE` (the stage whose results
-    /// the group records; default: the group's name); repeatable (env: comma-separated).
-    /// Default: one group per `--stages`, named after it.
+    /// Consumer groups the console shows, `GROUP[=STAGE][@TOPIC[+TOPIC…]]`: the stage whose
+    /// results the group records (default: the group's name) and the topics it reads
+    /// (default: `--topic`); repeatable (env: comma-separated). Default: one group per
+    /// `--stages`, named after it, and `analytics-rollup` on `--topic` and
+    /// `--processed-topic`.
     #[arg(
         long = "console-group",
         env = "DOCFLOW_CONSOLE_GROUPS",
@@ -369,7 +371,15 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
         tokens.extend(read_tokens_file(path)?);
     }
     let console_groups = if config.console_groups.is_empty() {
-        config.stages.clone()
+        let mut groups = config.stages.clone();
+        // The rollup reads uploads and results: its lag on both.
+        groups.push(format!(
+            "{}@{}+{}",
+            docflow_store::analytics::LIVE_GROUP,
+            config.topic,
+            config.processed_topic
+        ));
+        groups
     } else {
         config.console_groups.clone()
     };

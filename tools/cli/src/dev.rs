@@ -77,8 +77,13 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
             c.stages = docflow_stack::stages::stage_names();
             c.admin_tokens = vec![DEV_ADMIN_TOKEN.to_owned()];
             c.console_groups = docflow_stack::stages::stage_names();
-            c.console_groups
-                .push(docflow_store::analytics::LIVE_GROUP.to_owned());
+            // The rollup reads uploads and results: its lag on both.
+            c.console_groups.push(format!(
+                "{}@{}+{}",
+                docflow_store::analytics::LIVE_GROUP,
+                c.topic,
+                c.processed_topic
+            ));
         })
         .start()
         .await?;

@@ -14,13 +14,17 @@ use docflow_runtime::metrics::now_ms;
 /// Options of `docflow status`.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// A consumer group to judge (repeatable). Default: every stage of the pipeline, each
-    /// its own group.
+    /// A consumer group to judge, `GROUP` or `GROUP@TOPIC[+TOPIC…]` with the topics it reads
+    /// (default `--topic`); repeatable. Default: every stage of the pipeline, each its own
+    /// group, on `--topic`, and `analytics-rollup` on `--topic` and `--processed-topic`.
     #[arg(long = "group")]
     groups: Vec<String>,
-    /// The topic the groups consume.
+    /// The topic the groups consume (unless a `--group` names its own).
     #[arg(long, default_value = docflow_events::topics::DOC_UPLOADED)]
     topic: String,
+    /// The results topic, which the default `analytics-rollup` also reads.
+    #[arg(long, default_value = docflow_events::topics::DOC_PROCESSED)]
+    processed_topic: String,
     /// Samples taken from the broker: the window the verdict looks back over.
     #[arg(long, default_value_t = 6)]
     samples: usize,
@@ -56,14 +60,41 @@ enum Output {
     Json,
 }
 
+/// `GROUP[@TOPIC[+TOPIC…]]`: the group and the topics it reads (`topic` when none named).
+fn group_topics(spec: &str, topic: &str) -> (String, Vec<String>) {
+    let (group, topics) = spec.split_once('@').unwrap_or((spec, ""));
+    let mut topics: Vec<String> = topics
+        .split('+')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if topics.is_empty() {
+        topics.push(topic.to_owned());
+    }
+    (group.trim().to_owned(), topics)
+}
+
 pub(crate) async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let groups = if args.groups.is_empty() {
-        docflow_stack::stages::stage_names()
+    let specs = if args.groups.is_empty() {
+        let mut specs = docflow_stack::stages::stage_names();
+        specs.push(format!(
+            "{}@{}+{}",
+            docflow_store::analytics::LIVE_GROUP,
+            args.topic,
+            args.processed_topic
+        ));
+        specs
     } else {
         args.groups.clone()
     };
+    let groups: Vec<(String, Vec<String>)> =
+        specs.iter().map(|s| group_topics(s, &args.topic)).collect();
     let verdicts = match &args.ingest {
-        Some(url) => from_ingest(url, args.admin_token.as_deref(), &groups).await?,
+        Some(url) => {
+            let names: Vec<String> = groups.iter().map(|(g, _)| g.clone()).collect();
+            from_ingest(url, args.admin_token.as_deref(), &names).await?
+        }
         None => sample(&args, &groups).await?,
     };
     match args.output {
@@ -87,15 +118,19 @@ pub(crate) async fn run(args: StatusArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Samples the groups from the broker, `--samples` times `--interval` apart.
-async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<GroupVerdict>> {
+/// Samples the groups (each with the topics it reads) from the broker, `--samples` times
+/// `--interval` apart.
+async fn sample(
+    args: &StatusArgs,
+    groups: &[(String, Vec<String>)],
+) -> anyhow::Result<Vec<GroupVerdict>> {
     let samples = args.samples.max(2);
     let kafka = args.kafka.clone();
     let names = groups.to_vec();
     let clients = std::sync::Arc::new(
         names
             .iter()
-            .map(|g| docflow_replay::broker::client_as(&kafka, g, "docflow-status"))
+            .map(|(g, _)| docflow_replay::broker::client_as(&kafka, g, "docflow-status"))
             .collect::<Result<Vec<_>, _>>()?,
     );
     let mut tracker = Tracker::new(samples);
@@ -103,17 +138,18 @@ async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<Grou
         if i > 0 {
             tokio::time::sleep(args.interval).await;
         }
-        let (reading, read_names, topic) = (clients.clone(), names.clone(), args.topic.clone());
+        let (reading, read_names) = (clients.clone(), names.clone());
         let bootstrap = kafka.bootstrap_servers.clone();
         let reads = tokio::task::spawn_blocking(move || {
             read_names
                 .iter()
                 .zip(reading.iter())
-                .map(|(group, c)| {
-                    health::read(c, &topic, group).with_context(|| {
+                .map(|((group, topics), c)| {
+                    health::read(c, topics, group).with_context(|| {
                         format!(
-                            "reading group {group} on {topic} from broker {bootstrap} (set by \
-                             --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)"
+                            "reading group {group} on {} from broker {bootstrap} (set by \
+                             --kafka-bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS)",
+                            topics.join(" and ")
                         )
                     })
                 })
@@ -121,7 +157,7 @@ async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<Grou
         })
         .await??;
         let at = now_ms();
-        for (group, (live, partitions)) in names.iter().zip(reads) {
+        for ((group, _), (live, partitions)) in names.iter().zip(reads) {
             tracker.observe(group, at, live, &partitions);
         }
     }
@@ -133,7 +169,7 @@ async fn sample(args: &StatusArgs, groups: &[String]) -> anyhow::Result<Vec<Grou
     let now = now_ms();
     Ok(groups
         .iter()
-        .map(|g| tracker.verdict(g, now, rules))
+        .map(|(g, _)| tracker.verdict(g, now, rules))
         .collect())
 }
 
@@ -188,13 +224,23 @@ fn text(verdicts: &[GroupVerdict], all: bool) -> String {
             v.complete * 100.0,
             v.reason
         ));
+        // The topic is named when the group reads more than one.
+        let several = v
+            .partitions
+            .iter()
+            .any(|p| p.topic != v.partitions[0].topic);
         for p in v
             .partitions
             .iter()
             .filter(|p| all || p.status != Status::Ok)
         {
+            let topic = if several {
+                format!("{} ", p.topic)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "  partition {:<4} {:<8} lag {:<8} {}\n",
+                "  {topic}partition {:<4} {:<8} lag {:<8} {}\n",
                 p.partition, p.status, p.current_lag, p.reason
             ));
         }
@@ -210,6 +256,7 @@ mod tests {
     fn a_verdict_comes_back_from_its_json() {
         let mut t = Tracker::new(3);
         let o = |committed, log_end| health::Observation {
+            topic: "t".to_owned(),
             partition: 0,
             committed: Some(committed),
             log_start: 0,
@@ -227,5 +274,21 @@ mod tests {
         let printed = text(&[v], false);
         assert!(printed.starts_with("g "), "{printed}");
         assert!(printed.contains("partition 0    STALL"), "{printed}");
+    }
+
+    #[test]
+    fn groups_name_the_topics_they_read() {
+        assert_eq!(
+            group_topics("thumbnails", "up"),
+            ("thumbnails".to_owned(), vec!["up".to_owned()])
+        );
+        assert_eq!(
+            group_topics("analytics-rollup@doc.uploaded+doc.processed", "up"),
+            (
+                "analytics-rollup".to_owned(),
+                vec!["doc.uploaded".to_owned(), "doc.processed".to_owned()]
+            )
+        );
+        assert_eq!(group_topics("g@", "up").1, ["up"]);
     }
 }

@@ -21,8 +21,8 @@ fn pdf(n: usize) -> Vec<u8> {
 }
 
 impl Stack {
-    /// The group's entry of the admin overview.
-    async fn overview(&self) -> Value {
+    /// Group `group`'s entry of the admin overview.
+    async fn overview_of(&self, group: &str) -> Value {
         let body: Value = self
             .http
             .get(format!("{}/v1/admin/groups", self.base))
@@ -37,16 +37,21 @@ impl Stack {
             .as_array()
             .unwrap()
             .iter()
-            .find(|g| g["group"] == self.group.as_str())
+            .find(|g| g["group"] == group)
             .cloned()
-            .unwrap_or_else(|| panic!("no group {} in {body}", self.group))
+            .unwrap_or_else(|| panic!("no group {group} in {body}"))
     }
 
     /// Polls the overview until `done` holds of the group's entry; returns it.
     async fn until(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        self.until_of(&self.group, what, done).await
+    }
+
+    /// Polls the overview until `done` holds of group `group`'s entry; returns it.
+    async fn until_of(&self, group: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            let g = self.overview().await;
+            let g = self.overview_of(group).await;
             if done(&g) {
                 return g;
             }
@@ -166,5 +171,114 @@ async fn the_verdict_follows_a_stage_that_stops_rewinds_and_comes_back() {
         .await;
     assert_eq!(g["health"]["status"], "OK", "{g}");
     s.status_metric(1.0).await;
+    s.finish().await;
+}
+
+/// Lag in records of `g`'s partitions of `topic`, summed.
+fn lag_on(g: &Value, topic: &str) -> i64 {
+    g["broker"]["partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["topic"] == topic)
+        .filter_map(|p| p["lag_records"].as_i64())
+        .sum()
+}
+
+/// The analytics rollup reads uploads and results: the console shows its lag, verdict and
+/// history on both topics, and a rollup that stops is seen behind on each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rollup_is_watched_on_uploads_and_results() {
+    let mut s = Stack::start_without_stage_with(|c| {
+        c.admin_tokens = vec![ADMIN.to_owned()];
+        c.health.health_interval = Duration::from_millis(250);
+        c.health.health_window = 4;
+    })
+    .await;
+    s.stack.start_named("thumbnails").await.unwrap();
+    s.stack.start_analytics().await.unwrap();
+    let rollup = s.stack.group(docflow_store::analytics::LIVE_GROUP);
+    let (uploaded, processed) = (s.uploaded.clone(), s.processed.clone());
+
+    let (status, job) = s.post("?wait=30s", pdf(0)).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    let g = s
+        .until_of(&rollup, "the rollup caught up on both topics", |g| {
+            g["health"]["status"] == "OK"
+                && g["broker"]["lag_records"] == 0
+                && g["broker"]["partitions"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["committed"].as_i64() > Some(0)))
+                && lag_on(g, &uploaded) == 0
+                && lag_on(g, &processed) == 0
+                && g["health"]["partitions"].as_array().is_some_and(|ps| {
+                    ps.iter().any(|p| p["topic"] == uploaded.as_str())
+                        && ps.iter().any(|p| p["topic"] == processed.as_str())
+                })
+        })
+        .await;
+    assert_eq!(g["topics"], serde_json::json!([uploaded, processed]), "{g}");
+    assert_eq!(g["stage"], docflow_store::analytics::LIVE_GROUP, "{g}");
+    // Three partitions of each topic, each under its topic.
+    let seen: std::collections::BTreeSet<(String, i64)> = g["broker"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["topic"].as_str().unwrap().to_owned(),
+                p["partition"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen.len(), 6, "{g}");
+    // Its history keys each partition by topic.
+    let history: Value = s
+        .http
+        .get(format!("{}/v1/admin/groups/{rollup}/history", s.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys: Vec<String> = history["points"]
+        .as_array()
+        .and_then(|p| p.last())
+        .and_then(|p| p["parts"].as_object())
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    assert!(keys.contains(&format!("{uploaded}/0")), "{history}");
+    assert!(keys.contains(&format!("{processed}/0")), "{history}");
+
+    // The rollup stops; two more documents go through the stage: two records wait on each
+    // topic, and its verdict names the topic of a partition that stopped.
+    assert!(
+        s.stack
+            .signal_shutdown(docflow_store::analytics::LIVE_GROUP)
+    );
+    s.until_of(&rollup, "the rollup without members", |g| {
+        g["broker"]["members"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+    for n in 1..=2 {
+        let (status, job) = s.post("?wait=30s", pdf(n)).await;
+        assert_eq!(status, StatusCode::OK, "{job}");
+    }
+    let g = s
+        .until_of(&rollup, "two records behind on each topic, STOP", |g| {
+            lag_on(g, &uploaded) == 2
+                && lag_on(g, &processed) == 2
+                && g["health"]["status"] == "ERR"
+        })
+        .await;
+    let reason = g["health"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("{uploaded} partition"))
+            || reason.starts_with(&format!("{processed} partition")),
+        "{reason}"
+    );
+    assert_eq!(g["health"]["total_lag"], 4, "{g}");
     s.finish().await;
 }

@@ -52,13 +52,21 @@ impl Stack {
         // working directory, which for a test is its crate's).
         config.embed_model_dir = workspace_root().join(".tools/models/minilm");
         tweak(&mut config);
-        // The console watches the stages' groups under this stack's names.
+        // The console watches the stages' groups under this stack's names, and the rollup's
+        // (`start_analytics`) on both topics.
         if config.console_groups.is_empty() {
             config.console_groups = config
                 .stages
                 .iter()
                 .map(|stage| format!("{}={stage}", self.group(stage)))
                 .collect();
+            config.console_groups.push(format!(
+                "{}={}@{}+{}",
+                self.group(docflow_analytics_rollup::GROUP),
+                docflow_analytics_rollup::GROUP,
+                self.topics.uploaded,
+                self.topics.processed
+            ));
         }
         let app =
             docflow_ingest::build_state(&config)
