@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use crate::hpa::{Hpa, HpaState};
-use crate::keda::{KafkaTrigger, PartitionOffsets, PersistentLagMemory, kafka_metric};
+use crate::keda::{KafkaTrigger, PartitionOffsets, PersistentLagMemory, Scaler, kafka_metric_of};
 
 /// A trigger of a ScaledObject.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TriggerKind {
-    /// KEDA's Kafka scaler.
+    /// KEDA's Kafka scalers (`kafka`, `apache-kafka`).
     Kafka(KafkaTrigger),
     /// A scaler whose metric is given (Prometheus and the like): target per replica and
     /// activation threshold.
@@ -105,14 +105,16 @@ pub fn explain(
     for t in &so.triggers {
         let (metric, target, active, detail) = match &t.kind {
             TriggerKind::Kafka(k) => {
-                let m = kafka_metric(k, offsets, memory);
-                if m.partitions == 0 {
+                let m = kafka_metric_of(k, &t.name, offsets, memory);
+                // `apache-kafka` skips a listed topic that does not exist (metric 0 when
+                // none does); `kafka` fails the poll.
+                if m.partitions == 0 && k.scaler == Scaler::Kafka {
                     return Err(format!(
                         "trigger {}: no partitions of {} in the offsets file",
                         t.name,
-                        k.topic
-                            .as_deref()
-                            .unwrap_or("any topic the group committed on")
+                        k.topics
+                            .first()
+                            .map_or("any topic the group committed on", String::as_str)
                     ));
                 }
                 let detail = format!(
@@ -318,7 +320,7 @@ mod tests {
     #[test]
     fn keda_e2e_multi_topic() {
         let mut t = KafkaTrigger::new("multiTopic", "x", 1);
-        t.topic = None;
+        t.topics.clear();
         let so = e2e(t);
         let mut mem = PersistentLagMemory::default();
         let two = |a: i64, b: i64| {
@@ -347,6 +349,113 @@ mod tests {
             assert_eq!(e.desired, w, "{e:?}");
             replicas = e.desired;
         }
+    }
+
+    /// `apache-kafka` (tests/scalers/apache_kafka): `topic: t1,t2` sums both topics into one
+    /// metric — 1 record on t1 → 1 replica, then 1 on t2 → 2 — where the cap is the 6
+    /// partitions of both. A listed topic the cluster lacks is skipped (no error, unlike
+    /// `kafka`); none at all is metric 0, inactive.
+    #[test]
+    fn apache_kafka_sums_its_topic_list() {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "topic".to_owned(),
+            "kafka-topic, kafka-topic2, not-there".to_owned(),
+        );
+        m.insert("bootstrapServers".to_owned(), "b:9092".to_owned());
+        m.insert("consumerGroup".to_owned(), "multiTopic".to_owned());
+        m.insert("lagThreshold".to_owned(), "1".to_owned());
+        let t = KafkaTrigger::from_apache_metadata(&m, &BTreeMap::new()).unwrap();
+        assert_eq!(t.topics, ["kafka-topic", "kafka-topic2", "not-there"]);
+        let so = e2e(t);
+        let mut mem = PersistentLagMemory::default();
+        let two = |a: i64, b: i64| {
+            let mut m = offsets_of(
+                "kafka-topic",
+                &[(Some(7), 7 + a), (Some(0), 0), (Some(0), 0)],
+            );
+            m.extend(offsets_of(
+                "kafka-topic2",
+                &[(Some(0), b), (Some(0), 0), (Some(0), 0)],
+            ));
+            m.extend(offsets_of("unlisted", &[(Some(0), 40)]));
+            m
+        };
+        let mut replicas = 0;
+        for ((a, b), want) in [((0, 0), 0), ((1, 0), 1), ((1, 1), 2), ((9, 9), 6)] {
+            let e = explain(&so, &two(a, b), &BTreeMap::new(), replicas, &mut mem).unwrap();
+            assert_eq!(e.desired, want, "{a} + {b}: {e:?}");
+            replicas = e.desired;
+        }
+        // None of its topics exists: 0, inactive, no error.
+        let e = explain(
+            &so,
+            &offsets_of("unlisted", &[(Some(0), 40)]),
+            &BTreeMap::new(),
+            2,
+            &mut mem,
+        )
+        .unwrap();
+        assert_eq!((e.triggers[0].metric, e.active, e.desired), (0.0, false, 0));
+        // The same offsets for a `kafka` trigger on a missing topic fail the poll.
+        let k = e2e(KafkaTrigger::new("g", "not-there", 1));
+        assert!(
+            explain(
+                &k,
+                &offsets_of("unlisted", &[(Some(0), 40)]),
+                &BTreeMap::new(),
+                0,
+                &mut mem
+            )
+            .is_err()
+        );
+    }
+
+    /// `apache-kafka` without a topic reads every topic given (the cluster's), not only
+    /// those the group committed on: under `latest` each partition it never committed on
+    /// counts 1, and raises the cap.
+    #[test]
+    fn apache_kafka_without_a_topic_reads_every_topic() {
+        let mut t = KafkaTrigger::new("g", "x", 1);
+        t.scaler = crate::keda::Scaler::ApacheKafka;
+        t.topics.clear();
+        let mut offsets = offsets_of("mine", &[(Some(5), 5)]);
+        offsets.extend(offsets_of("others", &[(None, 100), (None, 100)]));
+        let mut mem = PersistentLagMemory::default();
+        let e = explain(&e2e(t.clone()), &offsets, &BTreeMap::new(), 0, &mut mem).unwrap();
+        assert_eq!((e.triggers[0].metric, e.desired), (2.0, 2), "{e:?}");
+        // `kafka` reads only the topic the group committed on: no lag.
+        t.scaler = crate::keda::Scaler::Kafka;
+        let e = explain(&e2e(t), &offsets, &BTreeMap::new(), 0, &mut mem).unwrap();
+        assert_eq!((e.triggers[0].metric, e.desired), (0.0, 0), "{e:?}");
+    }
+
+    /// Two triggers on one topic with `excludePersistentLag` keep their own memories, as
+    /// KEDA keeps one per scaler: the second does not see the first's commit as persistent.
+    #[test]
+    fn persistent_lag_is_remembered_per_trigger() {
+        let mut t = KafkaTrigger::new("g", "t", 1);
+        t.exclude_persistent_lag = true;
+        t.allow_idle_consumers = true;
+        let mut so = e2e(t.clone());
+        so.triggers.push(Trigger {
+            name: "again".into(),
+            kind: TriggerKind::Kafka(t),
+        });
+        let mut mem = PersistentLagMemory::default();
+        let offsets = offsets_of("t", &[(Some(0), 5)]);
+        let e = explain(&so, &offsets, &BTreeMap::new(), 0, &mut mem).unwrap();
+        assert_eq!(
+            e.triggers.iter().map(|r| r.metric).collect::<Vec<_>>(),
+            [5.0, 5.0],
+            "the first poll counts the lag for each trigger"
+        );
+        let e = explain(&so, &offsets, &BTreeMap::new(), 5, &mut mem).unwrap();
+        assert_eq!(
+            e.triggers.iter().map(|r| r.metric).collect::<Vec<_>>(),
+            [0.0, 0.0],
+            "the commit did not move: persistent for each"
+        );
     }
 
     /// S4–S7: one empty partition, no commit.

@@ -17,6 +17,15 @@
 //!
 //! Read from KEDA's `pkg/scalers/kafka_scaler.go` (v2.20); the tests replay the numbers of
 //! KEDA's own scaler and e2e tests.
+//!
+//! KEDA's experimental `apache-kafka` scaler (`apache_kafka_scaler.go`, the kafka-go client)
+//! computes the same lag, cap and activity, and differs where it picks partitions and parses
+//! metadata: `topic` is a comma-separated list whose partitions are summed into one metric
+//! (a listed topic that does not exist is skipped, not an error); without a topic it reads
+//! every topic of the cluster (not only those the group committed on); no `version` or
+//! `fullMetadata`, no rule against `limitToPartitionsWithLag` with
+//! `ensureEvenDistributionOfPartitions` or against the latter without a topic, and its own
+//! error texts ([`Scaler::ApacheKafka`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -29,15 +38,27 @@ pub enum ResetPolicy {
     Latest,
 }
 
-/// A `kafka` trigger's metadata, parsed and validated as KEDA does.
+/// Which of KEDA's Kafka scalers a trigger is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scaler {
+    /// `type: kafka` (Sarama).
+    Kafka,
+    /// `type: apache-kafka` (kafka-go, experimental).
+    ApacheKafka,
+}
+
+/// A `kafka` (or `apache-kafka`) trigger's metadata, parsed and validated as KEDA does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaTrigger {
+    /// Which scaler reads it.
+    pub scaler: Scaler,
     /// Brokers.
     pub bootstrap_servers: Vec<String>,
     /// Consumer group.
     pub consumer_group: String,
-    /// Topic; `None`: every topic the group has commits on.
-    pub topic: Option<String>,
+    /// Topics (`kafka`: at most one). None: `kafka` reads every topic the group has commits
+    /// on, `apache-kafka` every topic of the cluster.
+    pub topics: Vec<String>,
     /// Only these partitions (ignored without a topic).
     pub partition_limitation: Option<Vec<i32>>,
     /// Target lag per replica.
@@ -62,9 +83,10 @@ impl KafkaTrigger {
     /// A trigger with KEDA's defaults for everything but the group and topic.
     pub fn new(consumer_group: &str, topic: &str, lag_threshold: i64) -> Self {
         KafkaTrigger {
+            scaler: Scaler::Kafka,
             bootstrap_servers: vec!["localhost:9092".into()],
             consumer_group: consumer_group.into(),
-            topic: Some(topic.into()),
+            topics: vec![topic.into()],
             partition_limitation: None,
             lag_threshold,
             activation_lag_threshold: 0,
@@ -77,12 +99,30 @@ impl KafkaTrigger {
         }
     }
 
-    /// Parses trigger metadata (`resolved_env`: the scale target's container environment,
-    /// for `...FromEnv` parameters). Errors are KEDA's texts, every problem reported.
+    /// Parses a `kafka` trigger's metadata (`resolved_env`: the scale target's container
+    /// environment, for `...FromEnv` parameters). Errors are KEDA's texts, every problem
+    /// reported.
     pub fn from_metadata(
         metadata: &BTreeMap<String, String>,
         resolved_env: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
+        Self::parse(Scaler::Kafka, metadata, resolved_env)
+    }
+
+    /// Parses an `apache-kafka` trigger's metadata, as [`KafkaTrigger::from_metadata`].
+    pub fn from_apache_metadata(
+        metadata: &BTreeMap<String, String>,
+        resolved_env: &BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        Self::parse(Scaler::ApacheKafka, metadata, resolved_env)
+    }
+
+    fn parse(
+        scaler: Scaler,
+        metadata: &BTreeMap<String, String>,
+        resolved_env: &BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let apache = scaler == Scaler::ApacheKafka;
         // KEDA trims values and treats blank ones as absent.
         let get = |name: &str| -> Option<String> {
             metadata
@@ -109,15 +149,24 @@ impl KafkaTrigger {
         };
         let bootstrap = required("bootstrapServers");
         let consumer_group = required("consumerGroup");
-        let topic = from_env("topic");
+        // `kafka`: one topic; `apache-kafka`: a comma-separated list, each trimmed (empty
+        // items kept, as KEDA keeps them).
+        let topics: Vec<String> = match from_env("topic") {
+            None => Vec::new(),
+            Some(t) if apache => t.split(',').map(|x| x.trim().to_owned()).collect(),
+            Some(t) => vec![t],
+        };
+        let no_topic = topics.is_empty();
+        // An int as KEDA's typed config reads it (JSON); one that does not parse keeps Go's
+        // zero value, not the default, so validation sees 0.
         let int = |name: &str, default: i64, errors: &mut Vec<String>| {
             match get(name) {
             None => default,
-            Some(v) => v.parse::<i64>().unwrap_or_else(|e| {
+            Some(v) => go_json_int(&v).unwrap_or_else(|e| {
                 errors.push(format!(
                     "unable to set param \"{name}\" value \"{v}\": unable to unmarshal to field type int64: {e}"
                 ));
-                default
+                0
             }),
         }
         };
@@ -127,8 +176,14 @@ impl KafkaTrigger {
             None | Some("latest") => ResetPolicy::Latest,
             Some("earliest") => ResetPolicy::Earliest,
             Some(other) => {
+                // The enum's values in the order its tag lists them.
+                let one_of = if apache {
+                    "[earliest latest]"
+                } else {
+                    "[latest earliest]"
+                };
                 errors.push(format!(
-                    "parameter \"offsetResetPolicy\" value \"{other}\" must be one of [latest earliest]"
+                    "parameter \"offsetResetPolicy\" value \"{other}\" must be one of {one_of}"
                 ));
                 ResetPolicy::Latest
             }
@@ -152,8 +207,44 @@ impl KafkaTrigger {
         let limit_to_partitions_with_lag = boolean("limitToPartitionsWithLag", false);
         let ensure_even = boolean("ensureEvenDistributionOfPartitions", false);
         let full_metadata = boolean("fullMetadata", true);
+        // `apache-kafka`'s partitionLimitation is a field of its typed config (an error there
+        // is a field error); `kafka` parses it in its validation.
+        let apache_limitation = if apache {
+            match get("partitionLimitation") {
+                Some(text) => match parse_typed_int_list(&text) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        errors.push(format!(
+                            "unable to set param \"partitionLimitation\" value \"{text}\": {e}"
+                        ));
+                        None
+                    }
+                },
+                None => None,
+            }
+        } else {
+            None
+        };
         // Validation, in KEDA's order; the first failure is reported with the field errors.
         let validation = (|| {
+            if apache {
+                if lag_threshold <= 0 {
+                    return Err("lagThreshold must be a positive number".to_owned());
+                }
+                if activation_lag_threshold < 0 {
+                    // KEDA's text, though 0 is allowed.
+                    return Err("activationLagThreshold must be a positive number".to_owned());
+                }
+                if allow_idle_consumers && limit_to_partitions_with_lag {
+                    return Err("allowIdleConsumers and limitToPartitionsWithLag cannot be set simultaneously".to_owned());
+                }
+                if no_topic && limit_to_partitions_with_lag {
+                    return Err(
+                        "topic must be specified when using limitToPartitionsWithLag".to_owned(),
+                    );
+                }
+                return Ok(if no_topic { None } else { apache_limitation });
+            }
             if lag_threshold <= 0 {
                 return Err("\"lagThreshold\" must be positive number".to_owned());
             }
@@ -164,14 +255,14 @@ impl KafkaTrigger {
                 Some(text) => Some(parse_partition_limitation(&text)?),
                 None => None,
             };
-            let limitation = if topic.is_none() { None } else { limitation };
+            let limitation = if no_topic { None } else { limitation };
             if allow_idle_consumers && limit_to_partitions_with_lag {
                 return Err(
                     "allowIdleConsumers and limitToPartitionsWithLag cannot be set simultaneously"
                         .to_owned(),
                 );
             }
-            if topic.is_none() && limit_to_partitions_with_lag {
+            if no_topic && limit_to_partitions_with_lag {
                 return Err(
                     "topic must be specified when using limitToPartitionsWithLag".to_owned(),
                 );
@@ -179,13 +270,13 @@ impl KafkaTrigger {
             if limit_to_partitions_with_lag && ensure_even {
                 return Err("limitToPartitionsWithLag and ensureEvenDistributionOfPartitions cannot be set simultaneously".to_owned());
             }
-            if topic.is_none() && ensure_even {
+            if no_topic && ensure_even {
                 return Err(
                     "topic must be specified when using ensureEvenDistributionOfPartitions"
                         .to_owned(),
                 );
             }
-            if !full_metadata && topic.is_none() {
+            if !full_metadata && no_topic {
                 return Err("topic must be specified when fullMetadata is false".to_owned());
             }
             Ok(limitation)
@@ -203,7 +294,8 @@ impl KafkaTrigger {
                 errors.join("\n")
             ));
         }
-        if let Some(v) = get("version")
+        // `apache-kafka` does not read `version`.
+        if let Some(v) = get("version").filter(|_| !apache)
             && !kafka_version_ok(&v)
         {
             return Err(format!(
@@ -211,9 +303,10 @@ impl KafkaTrigger {
             ));
         }
         Ok(KafkaTrigger {
+            scaler,
             bootstrap_servers: bootstrap.split(',').map(|s| s.trim().to_owned()).collect(),
             consumer_group,
-            topic,
+            topics,
             partition_limitation,
             lag_threshold,
             activation_lag_threshold,
@@ -234,6 +327,130 @@ fn kafka_version_ok(v: &str) -> bool {
         .iter()
         .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     numeric && v.len() >= 5 && (parts.len() == 3 || (parts.len() == 4 && parts[0] == "0"))
+}
+
+/// An int as Go's `json.Unmarshal` reads one into an `int64`, with its error texts: no `+`,
+/// no leading zero, no fraction or exponent.
+fn go_json_int(v: &str) -> Result<i64, String> {
+    let bytes = v.as_bytes();
+    let quote = |b: u8| {
+        if b == b'\'' {
+            "'\\''".to_owned()
+        } else {
+            format!("'{}'", char::from(b))
+        }
+    };
+    let Some(&first) = bytes.first() else {
+        return Err("unexpected end of JSON input".to_owned());
+    };
+    if first != b'-' && !first.is_ascii_digit() {
+        return Err(format!(
+            "invalid character {} looking for beginning of value",
+            quote(first)
+        ));
+    }
+    // The number's extent: sign, integer part (a lone 0 or 1-9 then digits), fraction,
+    // exponent; what follows is "after top-level value".
+    let mut i = usize::from(first == b'-');
+    match bytes.get(i) {
+        None => return Err("unexpected end of JSON input".to_owned()),
+        Some(b'0') => i += 1,
+        Some(b) if b.is_ascii_digit() => {
+            while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        Some(&b) => return Err(format!("invalid character {} in numeric literal", quote(b))),
+    }
+    let integer_end = i;
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        match bytes.get(i) {
+            Some(b) if b.is_ascii_digit() => {}
+            Some(&b) => {
+                return Err(format!(
+                    "invalid character {} after decimal point in numeric literal",
+                    quote(b)
+                ));
+            }
+            None => return Err("unexpected end of JSON input".to_owned()),
+        }
+        while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        match bytes.get(i) {
+            Some(b) if b.is_ascii_digit() => {}
+            Some(&b) => {
+                return Err(format!(
+                    "invalid character {} in exponent of numeric literal",
+                    quote(b)
+                ));
+            }
+            None => return Err("unexpected end of JSON input".to_owned()),
+        }
+        while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    if let Some(&b) = bytes.get(i) {
+        return Err(format!(
+            "invalid character {} after top-level value",
+            quote(b)
+        ));
+    }
+    if i != integer_end {
+        return Err(format!(
+            "json: cannot unmarshal number {v} into Go value of type int64"
+        ));
+    }
+    v.parse::<i64>()
+        .map_err(|_| format!("json: cannot unmarshal number {v} into Go value of type int64"))
+}
+
+/// `apache-kafka`'s `partitionLimitation` as KEDA's typed config reads an int list: items
+/// split on `,` and trimmed, an item with `-` a range `start-end` (each side a JSON int; a
+/// reversed range is empty), any other a JSON int; order and duplicates kept.
+pub fn parse_typed_int_list(text: &str) -> Result<Vec<i32>, String> {
+    let int = |v: &str| -> Result<i32, String> {
+        let n = go_json_int(v.trim())?;
+        i32::try_from(n)
+            .map_err(|_| format!("json: cannot unmarshal number {v} into Go value of type int"))
+    };
+    let mut out = Vec::new();
+    for (i, item) in text.split(',').map(str::trim).enumerate() {
+        if item.contains('-') {
+            let parts: Vec<&str> = item.split('-').collect();
+            let [a, b] = parts[..] else {
+                return Err(format!(
+                    "slice element {i}: expected format start-end, got \"{item}\""
+                ));
+            };
+            let a = int(a).map_err(|e| {
+                format!(
+                    "slice element {i}: unable to parse start value \"{}\": {e}",
+                    a.trim()
+                )
+            })?;
+            let b = int(b).map_err(|e| {
+                format!(
+                    "slice element {i}: unable to parse end value \"{}\": {e}",
+                    b.trim()
+                )
+            })?;
+            out.extend(a..=b);
+        } else {
+            out.push(int(item).map_err(|e| {
+                format!("slice element {i}: unable to unmarshal to field type int: {e}")
+            })?);
+        }
+    }
+    Ok(out)
 }
 
 /// `partitionLimitation`: `1,2,3`, ranges `1-4`, mixed; order and duplicates kept.
@@ -288,16 +505,18 @@ pub struct KafkaMetric {
     pub active: bool,
 }
 
-/// The scaler's memory of committed offsets between polls (`excludePersistentLag`); a new
-/// scaler (KEDA rebuilt it) starts empty.
+/// The scalers' memory of committed offsets between polls (`excludePersistentLag`), one per
+/// trigger as KEDA keeps one per scaler; a new scaler (KEDA rebuilt it) starts empty.
 #[derive(Debug, Clone, Default)]
 pub struct PersistentLagMemory {
-    previous: HashMap<(String, i32), i64>,
+    /// By (trigger, topic, partition).
+    previous: HashMap<(String, String, i32), i64>,
 }
 
 /// One partition's (lag, lag with persistent lag).
 fn partition_lag(
     trigger: &KafkaTrigger,
+    scope: &str,
     topic: &str,
     p: &PartitionOffsets,
     memory: &mut PersistentLagMemory,
@@ -314,7 +533,7 @@ fn partition_lag(
     };
     let lag = p.latest - committed;
     if trigger.exclude_persistent_lag {
-        let key = (topic.to_owned(), p.partition);
+        let key = (scope.to_owned(), topic.to_owned(), p.partition);
         match memory.previous.get(&key) {
             Some(prev) if *prev == committed => return (0, lag),
             _ => {
@@ -333,19 +552,37 @@ pub fn next_factor(lag: i64, partitions: i64, threshold: i64) -> i64 {
         .unwrap_or(partitions)
 }
 
-/// The trigger's metric for `topics` (topic → its partitions' offsets). Without a topic in
-/// the trigger, every topic where the group has a commit is read.
+/// The trigger's metric for `topics` (topic → its partitions' offsets), with the memory of
+/// the trigger named "" ([`kafka_metric_of`]).
 pub fn kafka_metric(
     trigger: &KafkaTrigger,
     topics: &BTreeMap<String, Vec<PartitionOffsets>>,
     memory: &mut PersistentLagMemory,
 ) -> KafkaMetric {
-    let chosen: Vec<(&String, &Vec<PartitionOffsets>)> = match &trigger.topic {
-        Some(t) => topics.iter().filter(|(name, _)| *name == t).collect(),
-        None => topics
+    kafka_metric_of(trigger, "", topics, memory)
+}
+
+/// The metric of trigger `name` for `topics` (topic → its partitions' offsets): its topics'
+/// partitions summed. Without a topic in the trigger, `kafka` reads every topic where the
+/// group has a commit, `apache-kafka` every topic given (the cluster's).
+pub fn kafka_metric_of(
+    trigger: &KafkaTrigger,
+    name: &str,
+    topics: &BTreeMap<String, Vec<PartitionOffsets>>,
+    memory: &mut PersistentLagMemory,
+) -> KafkaMetric {
+    let chosen: Vec<(&String, &Vec<PartitionOffsets>)> = if !trigger.topics.is_empty() {
+        topics
+            .iter()
+            .filter(|(t, _)| trigger.topics.contains(t))
+            .collect()
+    } else if trigger.scaler == Scaler::ApacheKafka {
+        topics.iter().collect()
+    } else {
+        topics
             .iter()
             .filter(|(_, ps)| ps.iter().any(|p| p.committed.is_some()))
-            .collect(),
+            .collect()
     };
     let (mut total, mut with_persistent, mut with_lag, mut count) = (0i64, 0i64, 0i64, 0i64);
     for (topic, parts) in chosen {
@@ -355,7 +592,7 @@ pub fn kafka_metric(
             {
                 continue;
             }
-            let (lag, lag_p) = partition_lag(trigger, topic, p, memory);
+            let (lag, lag_p) = partition_lag(trigger, name, topic, p, memory);
             total += lag;
             with_persistent += lag_p;
             if lag > 0 {
@@ -434,12 +671,7 @@ mod tests {
                 (Ok(t), false) => {
                     assert_eq!(t.bootstrap_servers, c.brokers, "line {}", c.line);
                     assert_eq!(t.consumer_group, c.group, "line {}", c.line);
-                    assert_eq!(
-                        t.topic.clone().unwrap_or_default(),
-                        c.topic,
-                        "line {}",
-                        c.line
-                    );
+                    assert_eq!(t.topics.join(","), c.topic, "line {}", c.line);
                     assert_eq!(t.partition_limitation, c.limitation, "line {}", c.line);
                     assert_eq!(
                         t.offset_reset_policy == ResetPolicy::Earliest,
@@ -510,6 +742,187 @@ mod tests {
         assert_eq!(t.bootstrap_servers, vec!["a:1", "b:2"]);
     }
 
+    /// KEDA's `parseApacheKafkaMetadataTestDataset` (apache_kafka_scaler_test.go, 30 rows),
+    /// each row's verdict and parse as `apache-kafka` reads it.
+    #[test]
+    fn keda_apache_metadata_cases() {
+        let cases: serde_cases::Cases =
+            serde_cases::parse(include_str!("../tests/keda_apache_metadata_cases.tsv"));
+        assert_eq!(cases.len(), 30);
+        for c in cases {
+            let got = KafkaTrigger::from_apache_metadata(&c.metadata, &BTreeMap::new());
+            match (&got, c.error) {
+                (Err(e), true) => assert!(
+                    e.starts_with("error parsing kafka metadata: "),
+                    "{}: {e}",
+                    c.line
+                ),
+                (Ok(t), false) => {
+                    assert_eq!(t.scaler, Scaler::ApacheKafka);
+                    assert_eq!(t.bootstrap_servers, c.brokers, "line {}", c.line);
+                    assert_eq!(t.consumer_group, c.group, "line {}", c.line);
+                    assert_eq!(t.topics.join(","), c.topic, "line {}", c.line);
+                    assert_eq!(t.partition_limitation, c.limitation, "line {}", c.line);
+                    assert_eq!(
+                        t.offset_reset_policy == ResetPolicy::Earliest,
+                        c.earliest,
+                        "line {}",
+                        c.line
+                    );
+                    assert_eq!(t.allow_idle_consumers, c.idle, "line {}", c.line);
+                    assert_eq!(t.exclude_persistent_lag, c.persistent, "line {}", c.line);
+                    assert_eq!(
+                        t.limit_to_partitions_with_lag, c.with_lag,
+                        "line {}",
+                        c.line
+                    );
+                    assert_eq!(
+                        t.ensure_even_distribution_of_partitions, c.even,
+                        "line {}",
+                        c.line
+                    );
+                    assert_eq!(t.lag_threshold, c.lag_threshold, "line {}", c.line);
+                }
+                (got, want_error) => panic!(
+                    "line {} ({}): got {got:?}, KEDA error: {want_error}",
+                    c.line, c.comment
+                ),
+            }
+        }
+    }
+
+    /// `apache-kafka`'s error texts (its typed config's and its `Validate`'s), and where it
+    /// parts from `kafka`.
+    #[test]
+    fn keda_apache_error_texts() {
+        let base = [
+            ("bootstrapServers", "b:9092"),
+            ("consumerGroup", "g"),
+            ("topic", "t"),
+        ];
+        let with = |extra: &[(&str, &str)]| {
+            let mut m = meta(&base);
+            m.extend(meta(extra));
+            KafkaTrigger::from_apache_metadata(&m, &BTreeMap::new())
+        };
+        let err = |extra: &[(&str, &str)]| {
+            with(extra)
+                .unwrap_err()
+                .strip_prefix("error parsing kafka metadata: ")
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            err(&[("lagThreshold", "0")]),
+            "lagThreshold must be a positive number"
+        );
+        assert_eq!(
+            err(&[("activationLagThreshold", "-1")]),
+            "activationLagThreshold must be a positive number"
+        );
+        // A malformed int keeps Go's zero: the validation adds its own line.
+        assert_eq!(
+            err(&[("lagThreshold", "+5")]),
+            "unable to set param \"lagThreshold\" value \"+5\": unable to unmarshal to field type int64: invalid character '+' looking for beginning of value\nlagThreshold must be a positive number"
+        );
+        assert_eq!(
+            err(&[("partitionLimitation", "a,b,c,d")]),
+            "unable to set param \"partitionLimitation\" value \"a,b,c,d\": slice element 0: unable to unmarshal to field type int: invalid character 'a' looking for beginning of value"
+        );
+        assert_eq!(
+            err(&[("partitionLimitation", "1-2-3")]),
+            "unable to set param \"partitionLimitation\" value \"1-2-3\": slice element 0: expected format start-end, got \"1-2-3\""
+        );
+        assert_eq!(
+            err(&[("offsetResetPolicy", "foo")]),
+            "parameter \"offsetResetPolicy\" value \"foo\" must be one of [earliest latest]"
+        );
+        assert_eq!(
+            err(&[("allowIdleConsumers", "notvalid")]),
+            "unable to set param \"allowIdleConsumers\" value \"notvalid\": unable to parse boolean value \"notvalid\": strconv.ParseBool: parsing \"notvalid\": invalid syntax"
+        );
+        // Not read: `version`; not refused: limit + even, even without a topic.
+        assert!(with(&[("version", "1.2.3.4")]).is_ok());
+        let t = with(&[
+            ("limitToPartitionsWithLag", "true"),
+            ("ensureEvenDistributionOfPartitions", "true"),
+        ])
+        .unwrap();
+        assert!(t.limit_to_partitions_with_lag && t.ensure_even_distribution_of_partitions);
+        // A reversed range is empty, duplicates stay; the topic list keeps empty items.
+        assert_eq!(
+            with(&[("partitionLimitation", "4-1, 2,2")])
+                .unwrap()
+                .partition_limitation,
+            Some(vec![2, 2])
+        );
+        assert_eq!(with(&[("topic", "a,,b")]).unwrap().topics, ["a", "", "b"]);
+        // `topicFromEnv`.
+        let m = meta(&[
+            ("bootstrapServers", "b:1"),
+            ("consumerGroup", "g"),
+            ("topicFromEnv", "TOPICS"),
+        ]);
+        let t = KafkaTrigger::from_apache_metadata(&m, &meta(&[("TOPICS", "x, y")])).unwrap();
+        assert_eq!(t.topics, ["x", "y"]);
+        // `kafka` reads `topic` as one name.
+        let m = meta(&[
+            ("bootstrapServers", "b:1"),
+            ("consumerGroup", "g"),
+            ("topic", "x,y"),
+        ]);
+        assert_eq!(
+            KafkaTrigger::from_metadata(&m, &BTreeMap::new())
+                .unwrap()
+                .topics,
+            ["x,y"]
+        );
+    }
+
+    /// Ints as Go's `json.Unmarshal` reads them into an int64 (KEDA's typed config).
+    #[test]
+    fn ints_are_read_as_json() {
+        for (text, want) in [("0", Ok(0)), ("10", Ok(10)), ("-3", Ok(-3))] {
+            assert_eq!(go_json_int(text), want, "{text}");
+        }
+        for (text, want) in [
+            ("+5", "invalid character '+' looking for beginning of value"),
+            ("010", "invalid character '1' after top-level value"),
+            (
+                "1.0",
+                "json: cannot unmarshal number 1.0 into Go value of type int64",
+            ),
+            (
+                "1e1",
+                "json: cannot unmarshal number 1e1 into Go value of type int64",
+            ),
+            (
+                "abc",
+                "invalid character 'a' looking for beginning of value",
+            ),
+            ("-", "unexpected end of JSON input"),
+            ("-x", "invalid character 'x' in numeric literal"),
+            ("12x", "invalid character 'x' after top-level value"),
+            (
+                "99999999999999999999",
+                "json: cannot unmarshal number 99999999999999999999 into Go value of type int64",
+            ),
+        ] {
+            assert_eq!(go_json_int(text), Err(want.to_owned()), "{text}");
+        }
+        // `kafka` reads its ints the same way: a malformed lagThreshold is 0 to validation.
+        let m = meta(&[
+            ("bootstrapServers", "b:1"),
+            ("consumerGroup", "g"),
+            ("topic", "t"),
+            ("lagThreshold", "abc"),
+        ]);
+        assert_eq!(
+            KafkaTrigger::from_metadata(&m, &BTreeMap::new()).unwrap_err(),
+            "error parsing kafka metadata: unable to set param \"lagThreshold\" value \"abc\": unable to unmarshal to field type int64: invalid character 'a' looking for beginning of value\n\"lagThreshold\" must be positive number"
+        );
+    }
+
     /// KEDA's `TestKafkaParsePartitionLimitation`.
     #[test]
     fn partition_limitation_grammar() {
@@ -549,13 +962,13 @@ mod tests {
             latest: l,
         };
         assert_eq!(
-            partition_lag(&t, "test-topic", &p(Some(100), 150), &mut mem),
+            partition_lag(&t, "", "test-topic", &p(Some(100), 150), &mut mem),
             (50, 50)
         );
         t.offset_reset_policy = ResetPolicy::Latest;
         t.scale_to_zero_on_invalid_offset = true;
         assert_eq!(
-            partition_lag(&t, "test-topic", &p(None, 150), &mut mem),
+            partition_lag(&t, "", "test-topic", &p(None, 150), &mut mem),
             (0, 0)
         );
         for (lag, parts, threshold, want) in [

@@ -8,7 +8,7 @@ use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use docflow_autoscale::explain::{ScaledObject, Trigger, TriggerKind, explain};
 use docflow_autoscale::hpa::{Hpa, Policy, Rules};
-use docflow_autoscale::keda::{KafkaTrigger, PartitionOffsets, PersistentLagMemory};
+use docflow_autoscale::keda::{KafkaTrigger, PartitionOffsets, PersistentLagMemory, Scaler};
 use docflow_infra::render::{id, read_documents};
 use serde_json::Value;
 
@@ -142,19 +142,27 @@ async fn live_offsets(
     let mut wanted: Vec<(String, String)> = Vec::new();
     for t in &so.triggers {
         if let TriggerKind::Kafka(k) = &t.kind {
-            let topic = k.topic.clone().with_context(|| {
-                format!(
-                    "trigger {} has no topic (every topic its group committed on): give its offsets with --partitions",
-                    t.name
-                )
-            })?;
-            let group = group.unwrap_or(&k.consumer_group).to_owned();
-            if let Some((_, other)) = wanted.iter().find(|(t, g)| *t == topic && *g != group) {
+            if k.topics.is_empty() {
+                let which = match k.scaler {
+                    Scaler::Kafka => "every topic its group committed on",
+                    Scaler::ApacheKafka => "every topic of the cluster",
+                };
                 bail!(
-                    "triggers read topic {topic} for groups {other} and {group}: explain them one at a time with --partitions"
+                    "trigger {} has no topic ({which}): give its offsets with --partitions",
+                    t.name
                 );
             }
-            wanted.push((topic, group));
+            let group = group.unwrap_or(&k.consumer_group).to_owned();
+            for topic in &k.topics {
+                if let Some((_, other)) = wanted.iter().find(|(t, g)| t == topic && *g != group) {
+                    bail!(
+                        "triggers read topic {topic} for groups {other} and {group}: explain them one at a time with --partitions"
+                    );
+                }
+                if !wanted.iter().any(|(t, _)| t == topic) {
+                    wanted.push((topic.clone(), group.clone()));
+                }
+            }
         }
     }
     let servers = kafka.bootstrap_servers.clone();
@@ -163,7 +171,11 @@ async fn live_offsets(
         let mut out = BTreeMap::new();
         for (topic, group) in wanted {
             let c = docflow_replay::broker::client_as(&kafka, &group, "docflow-autoscale")?;
-            let list = docflow_replay::health::offsets(&c, &topic)?
+            // `apache-kafka` skips a listed topic the broker does not have.
+            let list = match docflow_replay::health::offsets(&c, &topic) {
+                Err(docflow_replay::ReplayError::NoSuchTopic(_)) => continue,
+                other => other?,
+            }
                 .into_iter()
                 .map(|o| PartitionOffsets {
                     partition: o.partition,
@@ -408,15 +420,14 @@ fn scaled_object_from(docs: &[Value], name: Option<&str>) -> anyhow::Result<Scal
                 (k.clone(), v)
             })
             .collect();
-        if kind == "apache-kafka" {
-            bail!(
-                "trigger {name}: type apache-kafka (KEDA's experimental kafka-go scaler, whose \
-                 metadata and lag rules differ) is not modelled; only type kafka is"
-            );
-        }
         let kind = if kind == "kafka" {
             TriggerKind::Kafka(
                 KafkaTrigger::from_metadata(&metadata, &env)
+                    .map_err(|e| anyhow::anyhow!("trigger {name}: {e}"))?,
+            )
+        } else if kind == "apache-kafka" {
+            TriggerKind::Kafka(
+                KafkaTrigger::from_apache_metadata(&metadata, &env)
                     .map_err(|e| anyhow::anyhow!("trigger {name}: {e}"))?,
             )
         } else {

@@ -670,6 +670,38 @@ async fn autoscale_explain_reads_the_triggers_offsets_live() {
         text.contains("trigger lag-doc-processed: lag 20 over 1 partition ("),
         "{text}"
     );
+    // KEDA's `apache-kafka` trigger: one metric over its topic list, a topic the broker
+    // does not have skipped.
+    let apache = dir.path().join("apache.yaml");
+    std::fs::write(
+        &apache,
+        format!(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {{name: rollup}}\nspec:\n  scaleTargetRef: {{name: rollup}}\n  maxReplicaCount: 4\n  triggers:\n    - type: apache-kafka\n      name: both\n      metadata: {{bootstrapServers: 'b:9092', consumerGroup: {group}, topic: '{uploaded}, {processed}, never-created', lagThreshold: '5'}}\n"
+        ),
+    )
+    .unwrap();
+    let out = docflow()
+        .args(["autoscale", "explain", "--scaled-object"])
+        .arg(&apache)
+        .args(["--live", "--replicas", "1"])
+        .args([
+            "--kafka-bootstrap-servers",
+            &stack.broker.bootstrap_servers(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 10 + 20 behind over the 3 partitions of both topics: metric 15 (capped at 5 × 3).
+    assert!(
+        text.contains("trigger both: lag 30 over 3 partitions"),
+        "{text}"
+    );
+    assert!(text.contains("metric 15 (capped"), "{text}");
     stack.stop().await.unwrap();
 }
 
