@@ -26,9 +26,17 @@ tools: ## Install the embedded broker (Nisshi), libpdfium, the OCR/embedding mod
 	@./scripts/install-python-clients.sh
 	@./scripts/install-browser.sh
 
-run: tools ## Start the embedded stack and push the sample documents through it end to end
-	@echo "==> building docflow and its services (cargo's progress below; the first build takes ~13 min on 2 cores)"
-	@$(CARGO) build -p docflow-cli $(SERVICES)
+# What `make run` needs of `make tools` (the Python client and the browser are the tests').
+RUN_TOOLS := ./scripts/install-broker.sh && ./scripts/install-pdfium.sh && ./scripts/install-models.sh
+
+run: ## Start the embedded stack and push the sample documents through it end to end (the first run installs the tools and builds docflow side by side)
+	@echo "==> installing the broker, pdfium and the models while docflow builds (cargo's progress below)"
+	@( $(RUN_TOOLS) ) & tools=$$!; \
+	  $(CARGO) build -p docflow-cli $(SERVICES); built=$$?; \
+	  if [ $$built != 0 ]; then echo "make run: the build failed (above); waiting for the tools' install to end" >&2; fi; \
+	  wait $$tools; installed=$$?; \
+	  if [ $$installed != 0 ]; then echo "make run: installing the tools failed (above)" >&2; fi; \
+	  [ $$built = 0 ] && [ $$installed = 0 ]
 	@RUST_LOG=$${RUST_LOG:-warn} $(CARGO_TARGET_DIR)/debug/docflow dev $(ARGS)
 
 # NVRTC (no GPU needed) for the test that compiles the GPU kernels; see scripts/install-models.sh.

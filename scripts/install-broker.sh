@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the embedded broker (Nisshi, Kafka-API compatible) once into a cache outside the
-# clone and links it as .tools/bin/nisshi. The build takes 25-45 minutes on 2 cores, so it
-# is reused whenever the cached binary reports the pinned version.
+# clone and links it as .tools/bin/nisshi. The build takes ~35 minutes on 2 cores (beside
+# the workspace's, as `make run` starts it), so it is reused whenever the cached binary
+# reports the pinned version.
 #
 # Fallback: if Nisshi does not build, the same broker before its rename (`tansu` 0.6.0) is
 # installed instead and linked under the same name; both take the same `broker` flags.
@@ -28,7 +29,7 @@ elif have "$tansu_bin" "$TANSU_VERSION"; then
     bin="$tansu_bin"
 else
     log="$CACHE/logs/nisshi-$NISSHI_VERSION-install.log"
-    echo "==> building nisshi $NISSHI_VERSION into $CACHE (once; 25-45 min on 2 cores; log: $log)"
+    echo "==> building nisshi $NISSHI_VERSION into $CACHE (once; ~35 min on 2 cores; log: $log)"
     # rama 0.4 declares rustc 1.96 but compiles on 1.95, hence --ignore-rust-version.
     if cargo install nisshi --version "$NISSHI_VERSION" --locked --ignore-rust-version \
         --root "$CACHE/nisshi-$NISSHI_VERSION" >"$log" 2>&1; then
