@@ -63,6 +63,14 @@ struct Args {
     /// The runtime's `--commit-interval` in every run.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     commit_interval: Duration,
+    /// Both consumers' `fetch.wait.max.ms` in the steady-rate runs (the runtime's default
+    /// is 100 ms): how long the broker may hold a fetch that finds nothing.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    fetch_wait: Duration,
+    /// Run only the steady-rate runs and print them (no report written): for sweeps of
+    /// `--fetch-wait`.
+    #[arg(long)]
+    steady_only: bool,
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/runtime.md")]
     out: std::path::PathBuf,
@@ -76,13 +84,15 @@ fn from_beginning(
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<BaseConsumer> {
-    let c: BaseConsumer = kafka
-        .client_config(name)
+    let mut config = kafka.client_config(name);
+    config
         .set("group.id", unique_name(name))
-        .set("enable.auto.commit", "false")
-        // The runtime's setting, so both sides fetch alike.
-        .set("fetch.wait.max.ms", "100")
-        .create()?;
+        .set("enable.auto.commit", "false");
+    // The runtime's setting (or the `-X` one), so both sides fetch alike.
+    if !kafka.options.iter().any(|(k, _)| k == "fetch.wait.max.ms") {
+        config.set("fetch.wait.max.ms", "100");
+    }
+    let c: BaseConsumer = config.create()?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)?;
@@ -327,14 +337,14 @@ fn bare_steady(
 }
 
 /// Pings `topic` until `steady` has seen one (the consumer is assigned and fetching), then
-/// produces `n` records at `rate`.
+/// produces `n` records at `rate`; each send's time to its ack (µs).
 async fn ping_then_produce(
     kafka: KafkaArgs,
     topic: String,
     steady: Arc<Steady>,
     n: usize,
     rate: f64,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<i64>> {
     let producer = idempotent_producer(&kafka, "bench-steady")?;
     let start = Instant::now();
     while !steady.pinged.load(Ordering::SeqCst) {
@@ -352,13 +362,40 @@ async fn ping_then_produce(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let run = unique_name("r");
-    docflow_bench::produce(&kafka, &topic, n, Some(rate), |i| {
-        (format!("{run}-{i}"), format!("R{i:08}"))
-    })
-    .await
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    let mut acks = Vec::with_capacity(n);
+    for i in 0..n {
+        tick.tick().await;
+        let (key, payload) = (format!("{run}-{i}"), format!("R{i:08}"));
+        let sent = Instant::now();
+        let delivery = producer
+            .send_result(FutureRecord::to(&topic).key(&key).payload(&payload))
+            .map_err(|(e, _)| e)?;
+        acks.push(tokio::spawn(async move {
+            delivery
+                .await
+                .map(|r| r.map(|_| sent.elapsed()).map_err(|(e, _)| e))
+        }));
+    }
+    let mut out = Vec::with_capacity(n);
+    for a in acks {
+        let took = a.await??.context("delivery failed")?;
+        out.push(i64::try_from(took.as_micros()).unwrap_or(i64::MAX));
+    }
+    Ok(out)
 }
 
-/// One steady-rate run: p50, p99, max of the measured records (ms).
+/// One steady-rate run's figures (ms): end to end p50, p99, max; send → ack p50, p99.
+#[derive(Debug, Clone, Copy)]
+struct SteadyFigures {
+    p50: i64,
+    p99: i64,
+    max: i64,
+    ack_p50: f64,
+    ack_p99: f64,
+}
+
+/// One steady-rate run.
 #[allow(clippy::too_many_arguments)]
 async fn steady_run(
     stack: &Stack,
@@ -366,8 +403,12 @@ async fn steady_run(
     rate: f64,
     runtime: bool,
     db: Option<sqlx::AnyPool>,
-) -> anyhow::Result<(i64, i64, i64)> {
-    let kafka = stack.kafka();
+) -> anyhow::Result<SteadyFigures> {
+    let mut kafka = stack.kafka();
+    kafka.options.push((
+        "fetch.wait.max.ms".to_owned(),
+        args.fetch_wait.as_millis().to_string(),
+    ));
     let topic = stack.topic("bench-steady", args.partitions).await?;
     let n = (rate * args.steady_seconds).round().max(1.0) as usize;
     let steady = Arc::new(Steady::new(Duration::from_millis(args.steady_work_ms), db));
@@ -401,18 +442,23 @@ async fn steady_run(
         tokio::task::spawn_blocking(move || bare_steady(&k, &t, parts, n, workers, s, rt))
             .await??;
     }
-    producing.await??;
+    let mut acks = producing.await??;
+    acks.sort_unstable();
     let mut lat = steady
         .latencies
         .lock()
         .map(|l| l.clone())
         .unwrap_or_default();
     lat.sort_unstable();
-    Ok((
-        percentile(&lat, 50.0),
-        percentile(&lat, 99.0),
-        lat.last().copied().unwrap_or(0),
-    ))
+    #[allow(clippy::cast_precision_loss)]
+    let ms = |us: i64| us as f64 / 1000.0;
+    Ok(SteadyFigures {
+        p50: percentile(&lat, 50.0),
+        p99: percentile(&lat, 99.0),
+        max: lat.last().copied().unwrap_or(0),
+        ack_p50: ms(percentile(&acks, 50.0)),
+        ack_p99: ms(percentile(&acks, 99.0)),
+    })
 }
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
@@ -428,6 +474,9 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("starting the embedded broker")?;
     let kafka = stack.kafka();
+    if args.steady_only {
+        return steady_only(&stack, &args).await;
+    }
 
     // 1. Throughput.
     let topic = stack.topic("bench-throughput", args.partitions).await?;
@@ -577,37 +626,57 @@ async fn main() -> anyhow::Result<()> {
     writeln!(
         md,
         "\n## Latency at steady rates: the runtime against a bare consumer\n\n\
-         End-to-end, record timestamp (ms) to handler done, of {} s of arrivals at each rate after the consumer reads (a ping first); {} partitions; a {} ms handler (a sleep; with a row: the sleep, then one `INSERT … ON CONFLICT DO NOTHING` into {backend}, 16 connections); both consumers run {} handlers at once. The floor is a bare librdkafka consumer (assigned every partition, no group) handing each record to the same handler on its own task: no offset bookkeeping, no commits. The runtime: a group member with its watermarks, offset store and prompt commits (`--commit-interval` 100 ms), `--workers {} --buffer {}`.\n",
+         End-to-end, record timestamp (ms) to handler done, of {} s of arrivals at each rate after the consumer reads (a ping first); {} partitions; a {} ms handler (a sleep; with a row: the sleep, then one `INSERT … ON CONFLICT DO NOTHING` into {backend}, 16 connections); both consumers run {} handlers at once and fetch with `fetch.wait.max.ms` {} ms. The floor is a bare librdkafka consumer (assigned every partition, no group) handing each record to the same handler on its own task: no offset bookkeeping, no commits. The runtime: a group member with its watermarks, offset store and prompt commits (`--commit-interval` 100 ms), `--workers {} --buffer {}`. **Send → ack**: the producer's (idempotent, `linger.ms` 1) time from send to the broker's ack, in the floor's run.\n",
         args.steady_seconds,
         args.partitions,
         args.steady_work_ms,
         args.steady_workers,
+        args.fetch_wait.as_millis(),
         args.steady_workers,
         args.steady_workers,
     )?;
     writeln!(
         md,
-        "| handler | records/s | floor p50 | runtime p50 | floor p99 | runtime p99 | floor max | runtime max | p50 over the floor | p99 over the floor |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| handler | records/s | send → ack p50 / p99 | floor p50 | runtime p50 | floor p99 | runtime p99 | floor max | runtime max | p50 over the floor | p99 over the floor |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )?;
     for (with_row, rate, f, r) in &steady_rows {
         writeln!(
             md,
-            "| {} | {rate:.0} | {} ms | {} ms | {} ms | {} ms | {} ms | {} ms | {:+} ms | {:+} ms |",
+            "| {} | {rate:.0} | {:.1} / {:.1} ms | {} ms | {} ms | {} ms | {} ms | {} ms | {} ms | {:+} ms | {:+} ms |",
             if *with_row {
                 format!("{} ms + a {backend} row", args.steady_work_ms)
             } else {
                 format!("{} ms sleep", args.steady_work_ms)
             },
-            f.0,
-            r.0,
-            f.1,
-            r.1,
-            f.2,
-            r.2,
-            r.0 - f.0,
-            r.1 - f.1,
+            f.ack_p50,
+            f.ack_p99,
+            f.p50,
+            r.p50,
+            f.p99,
+            r.p99,
+            f.max,
+            r.max,
+            r.p50 - f.p50,
+            r.p99 - f.p99,
         )?;
     }
     docflow_bench::write_report(&args.out, &md)?;
+    Ok(())
+}
+
+/// `--steady-only`: the steady-rate runs with the sleep handler, printed.
+async fn steady_only(stack: &Stack, args: &Args) -> anyhow::Result<()> {
+    println!(
+        "fetch.wait.max.ms {} ms; rate, then floor and runtime: e2e p50 / p99 / max ms, send → ack p50 / p99 ms",
+        args.fetch_wait.as_millis()
+    );
+    for &rate in &args.steady_rates {
+        let f = steady_run(stack, args, rate, false, None).await?;
+        let r = steady_run(stack, args, rate, true, None).await?;
+        println!(
+            "{rate:>6.0}/s  floor {} / {} / {}  ack {:.1} / {:.1}   runtime {} / {} / {}  ack {:.1} / {:.1}",
+            f.p50, f.p99, f.max, f.ack_p50, f.ack_p99, r.p50, r.p99, r.max, r.ack_p50, r.ack_p99
+        );
+    }
     Ok(())
 }
