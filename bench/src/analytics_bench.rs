@@ -35,6 +35,10 @@ struct Args {
     /// Partitions of the benchmark topics.
     #[arg(long, default_value_t = 6)]
     partitions: i32,
+    /// The rollup's (and the no-op's) `--workers`: the records in flight, which is how large
+    /// a batch can grow.
+    #[arg(long, default_value_t = docflow_analytics_rollup::DEFAULT_WORKERS)]
+    workers: usize,
     /// Markdown report to write.
     #[arg(long, default_value = "bench/results/analytics.md")]
     out: std::path::PathBuf,
@@ -75,10 +79,15 @@ async fn topic_with_events(
     Ok(topic)
 }
 
-async fn noop_run(kafka: &KafkaArgs, topic: &str, n: usize) -> anyhow::Result<Duration> {
+async fn noop_run(
+    kafka: &KafkaArgs,
+    topic: &str,
+    n: usize,
+    workers: usize,
+) -> anyhow::Result<Duration> {
     let noop = Arc::new(docflow_bench::Noop::default());
     let consumer = ConsumerArgs {
-        workers: docflow_analytics_rollup::DEFAULT_WORKERS,
+        workers,
         ..ConsumerArgs::default()
     };
     let h = noop.clone();
@@ -96,6 +105,7 @@ async fn rollup_run(
     tenant: &str,
     n: usize,
     batch_max: usize,
+    workers: usize,
 ) -> anyhow::Result<Duration> {
     let group = unique_name("bench-rollup");
     let config = docflow_analytics_rollup::Config::from_args([
@@ -116,6 +126,8 @@ async fn rollup_run(
         "127.0.0.1:0",
         "--batch-max",
         &batch_max.to_string(),
+        "--workers",
+        &workers.to_string(),
     ])?;
     let pool = docflow_store::open(database_url, 2).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -160,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
 
     let noop_topic =
         topic_with_events(&stack, &codec, args.partitions, "noop", args.records).await?;
-    let noop = noop_run(&stack.kafka(), &noop_topic, args.records).await?;
+    let noop = noop_run(&stack.kafka(), &noop_topic, args.records, args.workers).await?;
     let noop_rate = args.records as f64 / noop.as_secs_f64();
     println!("no-op: {noop_rate:.0} events/s");
 
@@ -177,7 +189,8 @@ async fn main() -> anyhow::Result<()> {
         for (batch_max, n) in [(500, args.records), (1, args.unbatched_records)] {
             let tenant = unique_name("bench-tenant");
             let topic = topic_with_events(&stack, &codec, args.partitions, &tenant, n).await?;
-            let took = rollup_run(&stack, &db.url, &topic, &tenant, n, batch_max).await?;
+            let took =
+                rollup_run(&stack, &db.url, &topic, &tenant, n, batch_max, args.workers).await?;
             let rate = n as f64 / took.as_secs_f64();
             println!("{backend}, batch max {batch_max}: {rate:.0} events/s over {n}");
             rows.push((backend, batch_max, n, took, rate));
@@ -195,8 +208,7 @@ async fn main() -> anyhow::Result<()> {
         "Events/s counted exactly once (each batch of counts and its offsets in one transaction), \
          from the service's start to the last count committed, {} partitions, {} workers. \
          The no-op handler under the same runtime reads the same kind of records.\n",
-        args.partitions,
-        docflow_analytics_rollup::DEFAULT_WORKERS
+        args.partitions, args.workers
     )?;
     writeln!(
         md,

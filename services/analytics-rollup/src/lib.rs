@@ -28,8 +28,9 @@ pub use rollup::{Rollup, RollupMetrics, StorePositions};
 pub const GROUP: &str = docflow_store::analytics::LIVE_GROUP;
 
 /// Workers when `--workers` is not given: a record's handler only waits for its batch's
-/// commit, so the records in flight are what one transaction can batch.
-pub const DEFAULT_WORKERS: usize = 256;
+/// commit, so the records in flight are what one transaction can batch — twice
+/// `--batch-max` (500), so a full batch gathers while the last one commits.
+pub const DEFAULT_WORKERS: usize = 1024;
 
 /// Command line of `docflow-analytics-rollup`.
 #[derive(Debug, Clone, Parser)]
@@ -75,7 +76,7 @@ pub struct Config {
     #[command(flatten)]
     pub kafka: KafkaArgs,
 
-    /// Consumer runtime (workers: default 256 here, see [`DEFAULT_WORKERS`]).
+    /// Consumer runtime (workers: default 1024 here, see [`DEFAULT_WORKERS`]).
     #[command(flatten)]
     pub consumer: ConsumerArgs,
 
