@@ -63,10 +63,10 @@ struct Args {
     /// The runtime's `--commit-interval` in every run.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     commit_interval: Duration,
-    /// Both consumers' `fetch.wait.max.ms` in the steady-rate runs (the runtime's default
-    /// is 100 ms): how long the broker may hold a fetch that finds nothing.
-    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
-    fetch_wait: Duration,
+    /// Both consumers' `fetch.wait.max.ms` in the steady-rate runs: how long the broker may
+    /// hold a fetch that finds nothing. Default: the runtime's (100 ms), or `-X`'s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    fetch_wait: Option<Duration>,
     /// Run only the steady-rate runs and print them (no report written): for sweeps of
     /// `--fetch-wait`.
     #[arg(long)]
@@ -404,11 +404,15 @@ async fn steady_run(
     runtime: bool,
     db: Option<sqlx::AnyPool>,
 ) -> anyhow::Result<SteadyFigures> {
-    let mut kafka = stack.kafka();
-    kafka.options.push((
-        "fetch.wait.max.ms".to_owned(),
-        args.fetch_wait.as_millis().to_string(),
-    ));
+    let kafka = stack.kafka();
+    // The consumers' (the producer does not take the setting).
+    let mut consuming = kafka.clone();
+    if let Some(wait) = args.fetch_wait {
+        consuming.options.retain(|(k, _)| k != "fetch.wait.max.ms");
+        consuming
+            .options
+            .push(("fetch.wait.max.ms".to_owned(), wait.as_millis().to_string()));
+    }
     let topic = stack.topic("bench-steady", args.partitions).await?;
     let n = (rate * args.steady_seconds).round().max(1.0) as usize;
     let steady = Arc::new(Steady::new(Duration::from_millis(args.steady_work_ms), db));
@@ -426,13 +430,13 @@ async fn steady_run(
             ..ConsumerArgs::default()
         };
         let s = steady.clone();
-        docflow_bench::run_runtime(&kafka, &topic, consumer, steady.clone(), move || {
+        docflow_bench::run_runtime(&consuming, &topic, consumer, steady.clone(), move || {
             s.done() >= n
         })
         .await?;
     } else {
         let (k, t, parts, workers, s) = (
-            kafka.clone(),
+            consuming.clone(),
             topic.clone(),
             args.partitions,
             args.steady_workers,
@@ -631,7 +635,7 @@ async fn main() -> anyhow::Result<()> {
         args.partitions,
         args.steady_work_ms,
         args.steady_workers,
-        args.fetch_wait.as_millis(),
+        fetch_wait_ms(&args),
         args.steady_workers,
         args.steady_workers,
     )?;
@@ -668,7 +672,7 @@ async fn main() -> anyhow::Result<()> {
 async fn steady_only(stack: &Stack, args: &Args) -> anyhow::Result<()> {
     println!(
         "fetch.wait.max.ms {} ms; rate, then floor and runtime: e2e p50 / p99 / max ms, send → ack p50 / p99 ms",
-        args.fetch_wait.as_millis()
+        fetch_wait_ms(args)
     );
     for &rate in &args.steady_rates {
         let f = steady_run(stack, args, rate, false, None).await?;
@@ -679,4 +683,9 @@ async fn steady_only(stack: &Stack, args: &Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The steady runs' `fetch.wait.max.ms`: `--fetch-wait`, else the runtime's 100.
+fn fetch_wait_ms(args: &Args) -> u128 {
+    args.fetch_wait.map_or(100, |w| w.as_millis())
 }

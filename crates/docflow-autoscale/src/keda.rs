@@ -206,7 +206,8 @@ impl KafkaTrigger {
         let scale_to_zero_on_invalid_offset = boolean("scaleToZeroOnInvalidOffset", false);
         let limit_to_partitions_with_lag = boolean("limitToPartitionsWithLag", false);
         let ensure_even = boolean("ensureEvenDistributionOfPartitions", false);
-        let full_metadata = boolean("fullMetadata", true);
+        // `apache-kafka` does not read `fullMetadata`.
+        let full_metadata = apache || boolean("fullMetadata", true);
         // `apache-kafka`'s partitionLimitation is a field of its typed config (an error there
         // is a field error); `kafka` parses it in its validation.
         let apache_limitation = if apache {
@@ -416,7 +417,7 @@ fn go_json_int(v: &str) -> Result<i64, String> {
 /// `apache-kafka`'s `partitionLimitation` as KEDA's typed config reads an int list: items
 /// split on `,` and trimmed, an item with `-` a range `start-end` (each side a JSON int; a
 /// reversed range is empty), any other a JSON int; order and duplicates kept.
-pub fn parse_typed_int_list(text: &str) -> Result<Vec<i32>, String> {
+fn parse_typed_int_list(text: &str) -> Result<Vec<i32>, String> {
     let int = |v: &str| -> Result<i32, String> {
         let n = go_json_int(v.trim())?;
         i32::try_from(n)
@@ -841,8 +842,9 @@ mod tests {
             err(&[("allowIdleConsumers", "notvalid")]),
             "unable to set param \"allowIdleConsumers\" value \"notvalid\": unable to parse boolean value \"notvalid\": strconv.ParseBool: parsing \"notvalid\": invalid syntax"
         );
-        // Not read: `version`; not refused: limit + even, even without a topic.
+        // Not read: `version`, `fullMetadata`; not refused: limit + even, even without a topic.
         assert!(with(&[("version", "1.2.3.4")]).is_ok());
+        assert!(with(&[("fullMetadata", "maybe")]).is_ok());
         let t = with(&[
             ("limitToPartitionsWithLag", "true"),
             ("ensureEvenDistributionOfPartitions", "true"),

@@ -155,13 +155,13 @@ function groupCard(g, now) {
       <td>${verdict(v)}${v && v.status !== "OK" ? ` <span class="muted">${esc(v.reason)}</span>` : ""}</td></tr>`).join("");
   const replicas = b.replicas.length
     ? b.replicas.map((r) => `<li class="replica" data-instance="${esc(r.instance)}" data-paused="${r.paused}">
-        <code>${esc(r.host)}</code> pid ${r.pid} — partitions ${r.assigned.filter((a) => topics.includes(a.topic)).map(label).join(", ") || "none"},
+        <code>${esc(r.host)}</code> pid ${r.pid} — partitions ${r.assigned.filter((a) => topics.includes(a.topic)).map((a) => esc(label(a))).join(", ") || "none"},
         ${r.in_flight}/${r.capacity} in flight${r.paused ? ' <span class="tag failed">paused: at capacity</span>' : ""}
         <span class="muted">(instance ${esc(r.instance)}, reported ${fmt(Math.max(0, now - r.at_ms) / 1000, 0)} s ago)</span></li>`).join("")
     : '<li class="muted">no replica reports (stages report every --status-interval to --status-topic)</li>';
   const members = b.members.length
     ? b.members.map((m) => m.client_id
-      ? `<li><code>${esc(m.client_id)}</code> @ ${esc(m.host)} — partitions ${m.partitions.length ? m.partitions.map(label).join(", ") : "none"}
+      ? `<li><code>${esc(m.client_id)}</code> @ ${esc(m.host)} — partitions ${m.partitions.length ? m.partitions.map((a) => esc(label(a))).join(", ") : "none"}
         <span class="muted">(${esc(m.member_id)})</span></li>`
       : `<li><code>${esc(m.member_id)}</code> <span class="muted">(the broker gave no client id, host or assignment; see the replicas' reports)</span></li>`).join("")
     : '<li class="muted">no members: nothing is consuming</li>';
@@ -218,6 +218,14 @@ const printable = (text) => String(text ?? "").replace(/[\u0000-\u0008\u000b-\u0
 // What a dead letter carries: its event decoded through the registry, or a dump of bytes
 // that do not decode.
 function payload(d) {
+  if (d.event && d.event.stage !== undefined) { // a doc.processed event (a rollup's dead letter)
+    const e = d.event;
+    return `<details class="payload"><summary>event</summary><dl>
+      <dt>document</dt><dd><code>${esc(e.document_id)}</code></dd><dt>tenant</dt><dd>${esc(e.tenant_id)}</dd>
+      <dt>stage</dt><dd>${esc(e.stage)} v${esc(e.stage_version)}</dd><dt>outcome</dt><dd>${esc(e.outcome)}</dd>
+      <dt>took</dt><dd>${fmt(e.duration_ms)} ms</dd><dt>finished</dt><dd>${new Date(e.finished_at).toLocaleString("en-GB")}</dd>
+      <dt>result</dt><dd><code>${esc(e.result_ref || "–")}</code></dd></dl></details>`;
+  }
   if (d.event) {
     const e = d.event;
     return `<details class="payload"><summary>event</summary><dl>

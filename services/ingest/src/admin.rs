@@ -528,14 +528,33 @@ async fn redrive(
         let redrives = Redrives::new(app.results.pool().clone());
         let mut report = docflow_replay::DlqReport::default();
         for args in &runs {
-            report.add(&docflow_replay::redrive_with(args, &redrives, &app.producer).await?);
+            match docflow_replay::redrive_with(args, &redrives, &app.producer).await {
+                Ok(r) => report.add(&r),
+                Err(e) => return Err((e, args.topic.clone(), report)),
+            }
         }
-        Ok::<_, docflow_replay::ReplayError>(report)
+        Ok(report)
     });
     let report = task
         .await
         .map_err(|e| ApiError::Internal(format!("redrive task: {e}")))?
-        .map_err(replay_error)?;
+        .map_err(|(e, topic, done)| {
+            if done.read == 0 {
+                return replay_error(e);
+            }
+            // A topic failed after others were redriven: say what was done.
+            let dependency = match e {
+                docflow_replay::ReplayError::Store(_) => "database",
+                _ => "broker",
+            };
+            ApiError::unavailable(
+                dependency,
+                format!(
+                    "redriving the dead letters of {topic}: {e}; the group's topics before it: {}",
+                    done.to_string().trim_end()
+                ),
+            )
+        })?;
     // The next overview shows the new depth.
     *state.console.last.lock().await = None;
     Ok((

@@ -1,10 +1,11 @@
 //! The operators' console: what it reads from the broker, and its page.
 //!
 //! Per watched consumer group: the committed offset, log start and end of every partition of
-//! each topic it reads (lag in records; the analytics rollup reads two), the age of the oldest record each partition still has to do
-//! (lag in seconds: the timestamp of the record at the committed offset, read once per
-//! committed offset), the group's state and members with their assignment (DescribeGroups,
-//! the consumer protocol's assignment decoded), the depth of its dead-letter topic, and
+//! each topic it reads (lag in records; the analytics rollup reads two), the age of the
+//! oldest record each partition still has to do (lag in seconds: the timestamp of the record
+//! at the committed offset, read once per committed offset), the group's state and members
+//! with their assignment (DescribeGroups, the consumer protocol's assignment decoded), the
+//! depth of its dead-letter topics (one per topic it reads), and
 //! what only the replicas know — which partitions they paused, records in flight — from the
 //! reports they send to `--status-topic` (`docflow_runtime::status`).
 //! Reads are blocking librdkafka calls on one client per group, never joining the group
@@ -68,11 +69,14 @@ impl Watched {
             ),
             None => (spec, Vec::new()),
         };
-        let topics = if topics.is_empty() {
+        let mut topics: Vec<String> = if topics.is_empty() {
             vec![topic.to_owned()]
         } else {
             topics
         };
+        // A topic named twice is read once (its lag counted once, its DLQ redriven once).
+        let mut seen = std::collections::HashSet::new();
+        topics.retain(|t| seen.insert(t.clone()));
         let (group, stage) = head.split_once('=').unwrap_or((head, head));
         Watched {
             group: group.trim().to_owned(),
@@ -143,7 +147,7 @@ pub(crate) struct GroupBroker {
     pub(crate) dlq_partitions: Vec<(String, i32, i64, i64)>,
     /// The replicas' own reports (`--status-topic`): current ones only.
     pub(crate) replicas: Vec<ReplicaStatus>,
-    /// Partitions of the topic paused by their replica.
+    /// Partitions (of any of its topics) paused by their replica.
     pub(crate) paused_partitions: usize,
 }
 
@@ -387,7 +391,12 @@ impl Console {
             let mut dlq_topics = Vec::new();
             let mut dlq_partitions = Vec::new();
             for topic in &topics {
-                let ids = broker::partitions(c, topic)?;
+                // A topic not created yet has no partitions to show (nor lag).
+                let ids = match broker::partitions(c, topic) {
+                    Ok(ids) => ids,
+                    Err(ReplayError::NoSuchTopic(_)) => continue,
+                    Err(e) => return Err(e),
+                };
                 let committed = broker::committed(c, topic, &ids)?;
                 for (&p, committed) in ids.iter().zip(committed) {
                     let (start, end) = broker::watermarks(c, topic, p)?;
@@ -642,10 +651,13 @@ impl Console {
 /// Why a dead letter could not be found by its partition and offset.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DeadLetterAt {
+    /// The broker could not be read.
     #[error(transparent)]
     Broker(ReplayError),
+    /// `?topic=` named a topic that is not one of the group's dead-letter topics.
     #[error("{0} is not one of the group's dead-letter topics")]
     NotTheGroups(String),
+    /// Several of the group's dead-letter topics hold that partition and offset.
     #[error("more than one of the group's dead-letter topics holds that partition and offset ({}): name one with ?topic=", .0.join(", "))]
     Ambiguous(Vec<String>),
 }
@@ -742,7 +754,8 @@ mod tests {
                 topics: vec!["a".into()],
             }
         );
-        // `@` with no topic after it: the default topic.
+        // `@` with no topic after it: the default topic; a topic named twice is read once.
         assert_eq!(Watched::parse("g@", "up").topics, ["up"]);
+        assert_eq!(Watched::parse("g@a+b+a", "up").topics, ["a", "b"]);
     }
 }

@@ -153,7 +153,8 @@ async fn live_offsets(
                 );
             }
             let group = group.unwrap_or(&k.consumer_group).to_owned();
-            for topic in &k.topics {
+            // An empty item of an `apache-kafka` list (`a,,b`) matches no topic.
+            for topic in k.topics.iter().filter(|t| !t.is_empty()) {
                 if let Some((_, other)) = wanted.iter().find(|(t, g)| t == topic && *g != group) {
                     bail!(
                         "triggers read topic {topic} for groups {other} and {group}: explain them one at a time with --partitions"

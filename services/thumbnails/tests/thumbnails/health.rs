@@ -252,6 +252,113 @@ async fn the_rollup_is_watched_on_uploads_and_results() {
     assert!(keys.contains(&format!("{uploaded}/0")), "{history}");
     assert!(keys.contains(&format!("{processed}/0")), "{history}");
 
+    // A value that is no event on each topic: the rollup dead-letters each to that topic's
+    // DLQ, both at partition 0 offset 0 (a DLQ has one partition).
+    let producer: rdkafka::producer::FutureProducer =
+        s.kafka().client_config("junk").create().unwrap();
+    for topic in [&uploaded, &processed] {
+        producer
+            .send(
+                rdkafka::producer::FutureRecord::to(topic)
+                    .partition(0)
+                    .key("junk")
+                    .payload("not an event"),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+    let g = s
+        .until_of(&rollup, "a dead letter in each DLQ", |g| {
+            g["broker"]["dlq_records"] == 2 && g["dlq_waiting"] == 2
+        })
+        .await;
+    let dlqs = [
+        docflow_events::topics::dead_letter(&uploaded, &rollup),
+        docflow_events::topics::dead_letter(&processed, &rollup),
+    ];
+    assert_eq!(g["broker"]["dlq_topics"], serde_json::json!(dlqs), "{g}");
+    let admin = |path: &str| format!("{}/v1/admin/groups/{rollup}{path}", s.base);
+    let letters: Value = s
+        .http
+        .get(admin("/dead-letters"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut from: Vec<(String, String)> = letters["dead_letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["topic"].as_str().unwrap().to_owned(),
+                d["original"]["topic"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    from.sort();
+    let mut want = vec![
+        (dlqs[0].clone(), uploaded.clone()),
+        (dlqs[1].clone(), processed.clone()),
+    ];
+    want.sort();
+    assert_eq!(from, want, "{letters}");
+    // Partition 0 offset 0 is in both DLQs: a discard must say which.
+    let discard = |query: String| {
+        s.http
+            .post(admin(&format!("/dead-letters/0/0/discard{query}")))
+            .bearer_auth(ADMIN)
+            .json(&serde_json::json!({"by": "tester"}))
+            .send()
+    };
+    let r = discard(String::new()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let body: Value = r.json().await.unwrap();
+    assert!(body.to_string().contains("?topic="), "{body}");
+    let r = discard("?topic=elsewhere".to_owned()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = discard(format!("?topic={}", dlqs[0])).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (&body["discarded"], &body["topic"]),
+        (&serde_json::json!(true), &serde_json::json!(dlqs[0])),
+        "{body}"
+    );
+    // The redrive runs over both DLQs: the discarded one stays, the other goes back.
+    let report: Value = s
+        .http
+        .post(admin("/dead-letters/redrive"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            &report["read"],
+            &report["redriven"],
+            &report["already_redriven"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        ),
+        "{report}"
+    );
+    // The value sent back fails again (a third dead letter); then nothing waits.
+    s.until_of(&rollup, "the redriven record dead-lettered again", |g| {
+        g["broker"]["dlq_records"] == 3 && g["broker"]["lag_records"] == 0
+    })
+    .await;
+
     // The rollup stops; two more documents go through the stage: two records wait on each
     // topic, and its verdict names the topic of a partition that stopped.
     assert!(
