@@ -575,6 +575,65 @@ impl Tracker {
     }
 }
 
+/// A consumer group as ingest's `--console-group` and `docflow status --group` name it:
+/// `GROUP[=STAGE][@TOPIC[+TOPIC…]]` — the stage whose results it records (default: the
+/// group's name) and the topics it reads (default: the caller's topic).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// The consumer group.
+    pub group: String,
+    /// The stage whose results it records.
+    pub stage: String,
+    /// The topics it reads, each once; never empty.
+    pub topics: Vec<String>,
+}
+
+impl GroupSpec {
+    /// Parses `spec`; `topic` when it names none.
+    pub fn parse(spec: &str, topic: &str) -> Self {
+        let (head, topics) = spec.split_once('@').unwrap_or((spec, ""));
+        let mut topics: Vec<String> = topics
+            .split('+')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if topics.is_empty() {
+            topics.push(topic.to_owned());
+        }
+        // A topic named twice is read once (its lag counted once, its DLQ redriven once).
+        let mut seen = std::collections::HashSet::new();
+        topics.retain(|t| seen.insert(t.clone()));
+        let (group, stage) = head.split_once('=').unwrap_or((head, head));
+        GroupSpec {
+            group: group.trim().to_owned(),
+            stage: stage.trim().to_owned(),
+            topics,
+        }
+    }
+
+    /// The analytics rollup (`group`; `analytics-rollup` unless a harness renamed it), which
+    /// reads uploads and the stages' results.
+    pub fn analytics_rollup(group: &str, uploaded: &str, processed: &str) -> Self {
+        GroupSpec {
+            group: group.to_owned(),
+            stage: docflow_store::analytics::LIVE_GROUP.to_owned(),
+            topics: vec![uploaded.to_owned(), processed.to_owned()],
+        }
+    }
+}
+
+impl std::fmt::Display for GroupSpec {
+    /// The spec [`GroupSpec::parse`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.group)?;
+        if self.stage != self.group {
+            write!(f, "={}", self.stage)?;
+        }
+        write!(f, "@{}", self.topics.join("+"))
+    }
+}
+
 /// One sample of `group` on `topics`, read from the broker (blocking): whether the group has
 /// members, and each partition's offsets ([`offsets`]), topic after topic.
 pub fn read(

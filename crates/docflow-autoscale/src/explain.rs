@@ -316,6 +316,20 @@ mod tests {
         );
     }
 
+    /// KEDA's multi-topic e2e topics, 3 partitions each: `a` records waiting on
+    /// `kafka-topic`'s partition 0, `b` on `kafka-topic2`'s.
+    fn two_topics(a: i64, b: i64) -> BTreeMap<String, Vec<PartitionOffsets>> {
+        let mut m = offsets_of(
+            "kafka-topic",
+            &[(Some(7), 7 + a), (Some(0), 0), (Some(0), 0)],
+        );
+        m.extend(offsets_of(
+            "kafka-topic2",
+            &[(Some(0), b), (Some(0), 0), (Some(0), 0)],
+        ));
+        m
+    }
+
     /// S3: no topic, the group's committed topics (2 × 3 partitions): 0 → 0, 1 → 1, 2 → 2.
     #[test]
     fn keda_e2e_multi_topic() {
@@ -324,14 +338,7 @@ mod tests {
         let so = e2e(t);
         let mut mem = PersistentLagMemory::default();
         let two = |a: i64, b: i64| {
-            let mut m = offsets_of(
-                "kafka-topic",
-                &[(Some(7), 7 + a), (Some(0), 0), (Some(0), 0)],
-            );
-            m.extend(offsets_of(
-                "kafka-topic2",
-                &[(Some(0), b), (Some(0), 0), (Some(0), 0)],
-            ));
+            let mut m = two_topics(a, b);
             m.insert(
                 "unrelated".into(),
                 vec![PartitionOffsets {
@@ -370,14 +377,7 @@ mod tests {
         let so = e2e(t);
         let mut mem = PersistentLagMemory::default();
         let two = |a: i64, b: i64| {
-            let mut m = offsets_of(
-                "kafka-topic",
-                &[(Some(7), 7 + a), (Some(0), 0), (Some(0), 0)],
-            );
-            m.extend(offsets_of(
-                "kafka-topic2",
-                &[(Some(0), b), (Some(0), 0), (Some(0), 0)],
-            ));
+            let mut m = two_topics(a, b);
             m.extend(offsets_of("unlisted", &[(Some(0), 40)]));
             m
         };

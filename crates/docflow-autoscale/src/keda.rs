@@ -658,18 +658,17 @@ mod tests {
             .collect()
     }
 
-    /// KEDA's `parseKafkaMetadataTestDataset` (pkg/scalers/kafka_scaler_test.go, 38 rows):
-    /// the metadata, whether KEDA accepts it, and what it parses to.
-    #[test]
-    fn keda_metadata_cases() {
-        let cases: serde_cases::Cases =
-            serde_cases::parse(include_str!("../tests/keda_metadata_cases.tsv"));
-        assert_eq!(cases.len(), 38);
+    /// Replays a table of KEDA's metadata cases through `scaler`'s parser: each row's
+    /// verdict (an error starting `error_prefix`), and for the accepted ones every field.
+    fn replay_metadata_cases(table: &str, rows: usize, scaler: Scaler, error_prefix: &str) {
+        let cases: serde_cases::Cases = serde_cases::parse(table);
+        assert_eq!(cases.len(), rows);
         for c in cases {
-            let got = KafkaTrigger::from_metadata(&c.metadata, &BTreeMap::new());
+            let got = KafkaTrigger::parse(scaler, &c.metadata, &BTreeMap::new());
             match (&got, c.error) {
-                (Err(e), true) => assert!(e.starts_with("error parsing kafka"), "{}: {e}", c.line),
+                (Err(e), true) => assert!(e.starts_with(error_prefix), "{}: {e}", c.line),
                 (Ok(t), false) => {
+                    assert_eq!(t.scaler, scaler, "line {}", c.line);
                     assert_eq!(t.bootstrap_servers, c.brokers, "line {}", c.line);
                     assert_eq!(t.consumer_group, c.group, "line {}", c.line);
                     assert_eq!(t.topics.join(","), c.topic, "line {}", c.line);
@@ -700,6 +699,18 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// KEDA's `parseKafkaMetadataTestDataset` (pkg/scalers/kafka_scaler_test.go, 38 rows):
+    /// the metadata, whether KEDA accepts it, and what it parses to.
+    #[test]
+    fn keda_metadata_cases() {
+        replay_metadata_cases(
+            include_str!("../tests/keda_metadata_cases.tsv"),
+            38,
+            Scaler::Kafka,
+            "error parsing kafka",
+        );
     }
 
     #[test]
@@ -747,49 +758,12 @@ mod tests {
     /// each row's verdict and parse as `apache-kafka` reads it.
     #[test]
     fn keda_apache_metadata_cases() {
-        let cases: serde_cases::Cases =
-            serde_cases::parse(include_str!("../tests/keda_apache_metadata_cases.tsv"));
-        assert_eq!(cases.len(), 30);
-        for c in cases {
-            let got = KafkaTrigger::from_apache_metadata(&c.metadata, &BTreeMap::new());
-            match (&got, c.error) {
-                (Err(e), true) => assert!(
-                    e.starts_with("error parsing kafka metadata: "),
-                    "{}: {e}",
-                    c.line
-                ),
-                (Ok(t), false) => {
-                    assert_eq!(t.scaler, Scaler::ApacheKafka);
-                    assert_eq!(t.bootstrap_servers, c.brokers, "line {}", c.line);
-                    assert_eq!(t.consumer_group, c.group, "line {}", c.line);
-                    assert_eq!(t.topics.join(","), c.topic, "line {}", c.line);
-                    assert_eq!(t.partition_limitation, c.limitation, "line {}", c.line);
-                    assert_eq!(
-                        t.offset_reset_policy == ResetPolicy::Earliest,
-                        c.earliest,
-                        "line {}",
-                        c.line
-                    );
-                    assert_eq!(t.allow_idle_consumers, c.idle, "line {}", c.line);
-                    assert_eq!(t.exclude_persistent_lag, c.persistent, "line {}", c.line);
-                    assert_eq!(
-                        t.limit_to_partitions_with_lag, c.with_lag,
-                        "line {}",
-                        c.line
-                    );
-                    assert_eq!(
-                        t.ensure_even_distribution_of_partitions, c.even,
-                        "line {}",
-                        c.line
-                    );
-                    assert_eq!(t.lag_threshold, c.lag_threshold, "line {}", c.line);
-                }
-                (got, want_error) => panic!(
-                    "line {} ({}): got {got:?}, KEDA error: {want_error}",
-                    c.line, c.comment
-                ),
-            }
-        }
+        replay_metadata_cases(
+            include_str!("../tests/keda_apache_metadata_cases.tsv"),
+            30,
+            Scaler::ApacheKafka,
+            "error parsing kafka metadata: ",
+        );
     }
 
     /// `apache-kafka`'s error texts (its typed config's and its `Validate`'s), and where it

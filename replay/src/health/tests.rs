@@ -826,3 +826,48 @@ fn statuses_are_named_and_numbered_as_burrow_does() {
         );
     }
 }
+
+/// `GROUP[=STAGE][@TOPIC[+TOPIC…]]`, read and written back.
+#[test]
+fn group_specs_name_their_stage_and_topics() {
+    assert_eq!(
+        GroupSpec::parse("thumbnails-x=thumbnails", "doc.uploaded"),
+        GroupSpec {
+            group: "thumbnails-x".into(),
+            stage: "thumbnails".into(),
+            topics: vec!["doc.uploaded".into()],
+        }
+    );
+    assert_eq!(
+        GroupSpec::parse("ocr-embeddings", "up").stage,
+        "ocr-embeddings"
+    );
+    assert_eq!(
+        GroupSpec::parse("analytics-rollup@doc.uploaded+doc.processed", "up"),
+        GroupSpec {
+            group: "analytics-rollup".into(),
+            stage: "analytics-rollup".into(),
+            topics: vec!["doc.uploaded".into(), "doc.processed".into()],
+        }
+    );
+    assert_eq!(
+        GroupSpec::parse(" r = rollup @ a + ", "up"),
+        GroupSpec {
+            group: "r".into(),
+            stage: "rollup".into(),
+            topics: vec!["a".into()],
+        }
+    );
+    // `@` with no topic after it: the default topic; a topic named twice is read once.
+    assert_eq!(GroupSpec::parse("g@", "up").topics, ["up"]);
+    assert_eq!(GroupSpec::parse("g@a+b+a", "up").topics, ["a", "b"]);
+    // Written as it is read.
+    let r = GroupSpec::analytics_rollup("analytics-rollup-x1", "up", "done");
+    assert_eq!(
+        r.to_string(),
+        "analytics-rollup-x1=analytics-rollup@up+done"
+    );
+    assert_eq!(GroupSpec::parse(&r.to_string(), "other"), r);
+    let plain = GroupSpec::analytics_rollup("analytics-rollup", "up", "done");
+    assert_eq!(plain.to_string(), "analytics-rollup@up+done");
+}

@@ -21,7 +21,7 @@ use std::time::Duration;
 use docflow_config::KafkaArgs;
 use docflow_replay::ReplayError;
 use docflow_replay::broker;
-use docflow_replay::health::{HealthArgs, Rules, Tracker};
+use docflow_replay::health::{GroupSpec, HealthArgs, Rules, Tracker};
 use docflow_runtime::Record;
 use docflow_runtime::metrics::now_ms;
 use docflow_runtime::status::ReplicaStatus;
@@ -44,47 +44,8 @@ const STATUS_MAX: i64 = 5_000;
 const MAX_HISTORY: usize = 7_200;
 
 /// A consumer group the console shows, the stage whose results it records, and the topics
-/// it reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Watched {
-    pub(crate) group: String,
-    pub(crate) stage: String,
-    /// Never empty.
-    pub(crate) topics: Vec<String>,
-}
-
-impl Watched {
-    /// `GROUP[=STAGE][@TOPIC[+TOPIC…]]`: the stage defaults to the group's name, the topics
-    /// to `topic` (ingest's `--topic`).
-    pub(crate) fn parse(spec: &str, topic: &str) -> Self {
-        let (head, topics) = match spec.split_once('@') {
-            Some((head, topics)) => (
-                head,
-                topics
-                    .split('+')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-            ),
-            None => (spec, Vec::new()),
-        };
-        let mut topics: Vec<String> = if topics.is_empty() {
-            vec![topic.to_owned()]
-        } else {
-            topics
-        };
-        // A topic named twice is read once (its lag counted once, its DLQ redriven once).
-        let mut seen = std::collections::HashSet::new();
-        topics.retain(|t| seen.insert(t.clone()));
-        let (group, stage) = head.split_once('=').unwrap_or((head, head));
-        Watched {
-            group: group.trim().to_owned(),
-            stage: stage.trim().to_owned(),
-            topics,
-        }
-    }
-}
+/// it reads (`--console-group GROUP[=STAGE][@TOPIC[+TOPIC…]]`).
+pub(crate) type Watched = GroupSpec;
 
 /// A topic's partition.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -722,40 +683,5 @@ mod tests {
         huge.extend_from_slice(&i32::MAX.to_be_bytes());
         assert_eq!(decode_assignment(&huge), None);
         assert_eq!(decode_assignment(&[0, 1, 0xff, 0xff, 0xff, 0xff]), None);
-    }
-
-    #[test]
-    fn watched_groups_name_their_stage_and_topics() {
-        assert_eq!(
-            Watched::parse("thumbnails-x=thumbnails", "doc.uploaded"),
-            Watched {
-                group: "thumbnails-x".into(),
-                stage: "thumbnails".into(),
-                topics: vec!["doc.uploaded".into()],
-            }
-        );
-        assert_eq!(
-            Watched::parse("ocr-embeddings", "up").stage,
-            "ocr-embeddings"
-        );
-        assert_eq!(
-            Watched::parse("analytics-rollup@doc.uploaded+doc.processed", "up"),
-            Watched {
-                group: "analytics-rollup".into(),
-                stage: "analytics-rollup".into(),
-                topics: vec!["doc.uploaded".into(), "doc.processed".into()],
-            }
-        );
-        assert_eq!(
-            Watched::parse(" r = rollup @ a + ", "up"),
-            Watched {
-                group: "r".into(),
-                stage: "rollup".into(),
-                topics: vec!["a".into()],
-            }
-        );
-        // `@` with no topic after it: the default topic; a topic named twice is read once.
-        assert_eq!(Watched::parse("g@", "up").topics, ["up"]);
-        assert_eq!(Watched::parse("g@a+b+a", "up").topics, ["a", "b"]);
     }
 }

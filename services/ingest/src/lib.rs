@@ -373,12 +373,14 @@ pub async fn build_state(config: &Config) -> anyhow::Result<Arc<AppState>> {
     let console_groups = if config.console_groups.is_empty() {
         let mut groups = config.stages.clone();
         // The rollup reads uploads and results: its lag on both.
-        groups.push(format!(
-            "{}@{}+{}",
-            docflow_store::analytics::LIVE_GROUP,
-            config.topic,
-            config.processed_topic
-        ));
+        groups.push(
+            docflow_replay::health::GroupSpec::analytics_rollup(
+                docflow_store::analytics::LIVE_GROUP,
+                &config.topic,
+                &config.processed_topic,
+            )
+            .to_string(),
+        );
         groups
     } else {
         config.console_groups.clone()

@@ -78,12 +78,14 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
             c.admin_tokens = vec![DEV_ADMIN_TOKEN.to_owned()];
             c.console_groups = docflow_stack::stages::stage_names();
             // The rollup reads uploads and results: its lag on both.
-            c.console_groups.push(format!(
-                "{}@{}+{}",
-                docflow_store::analytics::LIVE_GROUP,
-                c.topic,
-                c.processed_topic
-            ));
+            c.console_groups.push(
+                docflow_replay::health::GroupSpec::analytics_rollup(
+                    docflow_store::analytics::LIVE_GROUP,
+                    &c.topic,
+                    &c.processed_topic,
+                )
+                .to_string(),
+            );
         })
         .start()
         .await?;

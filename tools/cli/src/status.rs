@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use docflow_config::KafkaArgs;
-use docflow_replay::health::{self, GroupVerdict, Rules, Status, Tracker};
+use docflow_replay::health::{self, GroupSpec, GroupVerdict, Rules, Status, Tracker};
 use docflow_runtime::metrics::now_ms;
 
 /// Options of `docflow status`.
@@ -63,32 +63,21 @@ enum Output {
 /// `GROUP[=STAGE][@TOPIC[+TOPIC…]]` (ingest's `--console-group`; the stage is not needed
 /// here): the group and the topics it reads (`topic` when none named).
 fn group_topics(spec: &str, topic: &str) -> (String, Vec<String>) {
-    let (head, topics) = spec.split_once('@').unwrap_or((spec, ""));
-    let group = head.split_once('=').map_or(head, |(g, _)| g);
-    let mut topics: Vec<String> = topics
-        .split('+')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect();
-    if topics.is_empty() {
-        topics.push(topic.to_owned());
-    }
-    // A topic named twice is read once.
-    let mut seen = std::collections::HashSet::new();
-    topics.retain(|t| seen.insert(t.clone()));
-    (group.trim().to_owned(), topics)
+    let GroupSpec { group, topics, .. } = GroupSpec::parse(spec, topic);
+    (group, topics)
 }
 
 pub(crate) async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let specs = if args.groups.is_empty() {
         let mut specs = docflow_stack::stages::stage_names();
-        specs.push(format!(
-            "{}@{}+{}",
-            docflow_store::analytics::LIVE_GROUP,
-            args.topic,
-            args.processed_topic
-        ));
+        specs.push(
+            GroupSpec::analytics_rollup(
+                docflow_store::analytics::LIVE_GROUP,
+                &args.topic,
+                &args.processed_topic,
+            )
+            .to_string(),
+        );
         specs
     } else {
         args.groups.clone()

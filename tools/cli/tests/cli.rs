@@ -640,26 +640,29 @@ async fn autoscale_explain_reads_the_triggers_offsets_live() {
         ),
     )
     .unwrap();
-    let out = docflow()
-        .args([
-            "autoscale",
-            "explain",
-            "--scaled-object",
-            so.to_str().unwrap(),
-        ])
-        .args(["--name", "analytics-rollup", "--live", "--replicas", "1"])
-        .args([
-            "--kafka-bootstrap-servers",
-            &stack.broker.bootstrap_servers(),
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `docflow autoscale explain --live` of `file` (and `extra`): what it prints, once it
+    // succeeded.
+    let explain_live = |file: &Path, extra: &[&str]| {
+        let out = docflow()
+            .args(["autoscale", "explain", "--scaled-object"])
+            .arg(file)
+            .args(extra)
+            .args(["--live", "--replicas", "1"])
+            .args([
+                "--kafka-bootstrap-servers",
+                &stack.broker.bootstrap_servers(),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let text = explain_live(&so, &["--name", "analytics-rollup"]);
     assert!(text.contains("(live from"), "{text}");
     // doc.uploaded: 10 + 0 behind over 2 partitions; doc.processed: 20 behind on 1.
     assert!(
@@ -680,22 +683,7 @@ async fn autoscale_explain_reads_the_triggers_offsets_live() {
         ),
     )
     .unwrap();
-    let out = docflow()
-        .args(["autoscale", "explain", "--scaled-object"])
-        .arg(&apache)
-        .args(["--live", "--replicas", "1"])
-        .args([
-            "--kafka-bootstrap-servers",
-            &stack.broker.bootstrap_servers(),
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = explain_live(&apache, &[]);
     // 10 + 20 behind over the 3 partitions of both topics: metric 15 (capped at 5 × 3).
     assert!(
         text.contains("trigger both: lag 30 over 3 partitions"),

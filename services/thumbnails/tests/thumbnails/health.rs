@@ -21,18 +21,35 @@ fn pdf(n: usize) -> Vec<u8> {
 }
 
 impl Stack {
-    /// Group `group`'s entry of the admin overview.
-    async fn overview_of(&self, group: &str) -> Value {
-        let body: Value = self
-            .http
-            .get(format!("{}/v1/admin/groups", self.base))
+    /// The admin API's answer to GET `path` (under `/v1/admin`), as JSON.
+    async fn admin_get(&self, path: &str) -> Value {
+        self.http
+            .get(format!("{}/v1/admin{path}", self.base))
             .bearer_auth(ADMIN)
             .send()
             .await
             .unwrap()
             .json()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// POST `path` (under `/v1/admin`) with the admin token and `body` as JSON, if any.
+    async fn admin_post(&self, path: String, body: Option<Value>) -> reqwest::Response {
+        let req = self
+            .http
+            .post(format!("{}/v1/admin{path}", self.base))
+            .bearer_auth(ADMIN);
+        let req = match body {
+            Some(b) => req.json(&b),
+            None => req,
+        };
+        req.send().await.unwrap()
+    }
+
+    /// Group `group`'s entry of the admin overview.
+    async fn overview_of(&self, group: &str) -> Value {
+        let body = self.admin_get("/groups").await;
         body["groups"]
             .as_array()
             .unwrap()
@@ -233,16 +250,7 @@ async fn the_rollup_is_watched_on_uploads_and_results() {
         .collect();
     assert_eq!(seen.len(), 6, "{g}");
     // Its history keys each partition by topic.
-    let history: Value = s
-        .http
-        .get(format!("{}/v1/admin/groups/{rollup}/history", s.base))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let history = s.admin_get(&format!("/groups/{rollup}/history")).await;
     let keys: Vec<String> = history["points"]
         .as_array()
         .and_then(|p| p.last())
@@ -278,17 +286,7 @@ async fn the_rollup_is_watched_on_uploads_and_results() {
         docflow_events::topics::dead_letter(&processed, &rollup),
     ];
     assert_eq!(g["broker"]["dlq_topics"], serde_json::json!(dlqs), "{g}");
-    let admin = |path: &str| format!("{}/v1/admin/groups/{rollup}{path}", s.base);
-    let letters: Value = s
-        .http
-        .get(admin("/dead-letters"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let letters = s.admin_get(&format!("/groups/{rollup}/dead-letters")).await;
     let mut from: Vec<(String, String)> = letters["dead_letters"]
         .as_array()
         .unwrap()
@@ -309,19 +307,18 @@ async fn the_rollup_is_watched_on_uploads_and_results() {
     assert_eq!(from, want, "{letters}");
     // Partition 0 offset 0 is in both DLQs: a discard must say which.
     let discard = |query: String| {
-        s.http
-            .post(admin(&format!("/dead-letters/0/0/discard{query}")))
-            .bearer_auth(ADMIN)
-            .json(&serde_json::json!({"by": "tester"}))
-            .send()
+        s.admin_post(
+            format!("/groups/{rollup}/dead-letters/0/0/discard{query}"),
+            Some(serde_json::json!({"by": "tester"})),
+        )
     };
-    let r = discard(String::new()).await.unwrap();
+    let r = discard(String::new()).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     let body: Value = r.json().await.unwrap();
     assert!(body.to_string().contains("?topic="), "{body}");
-    let r = discard("?topic=elsewhere".to_owned()).await.unwrap();
+    let r = discard("?topic=elsewhere".to_owned()).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
-    let r = discard(format!("?topic={}", dlqs[0])).await.unwrap();
+    let r = discard(format!("?topic={}", dlqs[0])).await;
     assert_eq!(r.status(), StatusCode::OK);
     let body: Value = r.json().await.unwrap();
     assert_eq!(
@@ -331,12 +328,8 @@ async fn the_rollup_is_watched_on_uploads_and_results() {
     );
     // The redrive runs over both DLQs: the discarded one stays, the other goes back.
     let report: Value = s
-        .http
-        .post(admin("/dead-letters/redrive"))
-        .bearer_auth(ADMIN)
-        .send()
+        .admin_post(format!("/groups/{rollup}/dead-letters/redrive"), None)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

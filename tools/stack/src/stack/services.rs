@@ -60,13 +60,14 @@ impl Stack {
                 .iter()
                 .map(|stage| format!("{}={stage}", self.group(stage)))
                 .collect();
-            config.console_groups.push(format!(
-                "{}={}@{}+{}",
-                self.group(docflow_analytics_rollup::GROUP),
-                docflow_analytics_rollup::GROUP,
-                self.topics.uploaded,
-                self.topics.processed
-            ));
+            config.console_groups.push(
+                docflow_replay::health::GroupSpec::analytics_rollup(
+                    &self.group(docflow_analytics_rollup::GROUP),
+                    &self.topics.uploaded,
+                    &self.topics.processed,
+                )
+                .to_string(),
+            );
         }
         let app =
             docflow_ingest::build_state(&config)
